@@ -1,0 +1,1037 @@
+import { assert } from './assert.js';
+import {
+  EMPTY_CONFIG,
+  applyConfChange,
+  encodeConfigEntry,
+  isMember,
+  isVoter,
+  members,
+  quorumMatchIndex,
+  quorumSize,
+  validateConfChange,
+} from './config.js';
+import { RaftLog } from './log.js';
+import { Progress } from './progress.js';
+import type {
+  AppendMessage,
+  AppendResponse,
+  ClusterConfig,
+  ConfChange,
+  Entry,
+  HardState,
+  HeartbeatMessage,
+  HeartbeatResponse,
+  Message,
+  NodeId,
+  ProposeResult,
+  Random,
+  ReadState,
+  Ready,
+  RestoredState,
+  Role,
+  Snapshot,
+  SnapshotChunkMessage,
+  SnapshotChunkResponse,
+  SoftState,
+  VoteMessage,
+  PreVoteMessage,
+} from './types.js';
+
+/**
+ * Deliberately planted bugs, for proving that the simulator's checkers can fail. Never set
+ * outside tests.
+ */
+export type PlantedBug =
+  /** Commit an entry of an earlier term by counting replicas (violates Figure 8 of the paper). */
+  | 'commitPreviousTermByCount'
+  /** Lose the vote of the current term on restart (allows two votes in one term). */
+  | 'forgetVoteOnRestart'
+  /** Grant votes without checking that the candidate's log is up to date. */
+  | 'voteWithoutLogCheck';
+
+export interface RaftOptions {
+  readonly id: NodeId;
+  /** Membership of a brand-new group; ignored once a snapshot or config entry exists. */
+  readonly initialConfig?: ClusterConfig;
+  readonly random: Random;
+  /** Followers campaign after electionTicks + random(electionTicks) ticks without a leader. */
+  readonly electionTicks?: number;
+  readonly heartbeatTicks?: number;
+  readonly preVote?: boolean;
+  readonly checkQuorum?: boolean;
+  readonly appendEntriesMax?: number;
+  readonly appendBytesMax?: number;
+  readonly inflightAppendsMax?: number;
+  readonly snapshotChunkBytes?: number;
+  /** Entries kept in memory before a local snapshot, so slightly lagging followers avoid a snapshot. */
+  readonly retainedEntriesAfterSnapshot?: number;
+  readonly applyBytesMax?: number;
+  /** Promote learners to voters once they have caught up with the commit index. */
+  readonly promoteLearners?: boolean;
+  readonly testOnlyBugs?: ReadonlySet<PlantedBug>;
+}
+
+type ResolvedOptions = Required<Omit<RaftOptions, 'initialConfig' | 'testOnlyBugs'>> & {
+  readonly testOnlyBugs: ReadonlySet<PlantedBug>;
+};
+
+export type ReadIndexResult =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly reason: 'notLeader'; readonly leaderId: NodeId | null };
+
+export type TransferResult =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly reason: 'notLeader' | 'notAVoter'; readonly leaderId: NodeId | null };
+
+export interface RaftStatus {
+  readonly id: NodeId;
+  readonly term: number;
+  readonly vote: NodeId | null;
+  readonly role: Role;
+  readonly leaderId: NodeId | null;
+  readonly commitIndex: number;
+  readonly appliedIndex: number;
+  readonly stableIndex: number;
+  readonly firstIndex: number;
+  readonly lastIndex: number;
+  readonly lastTerm: number;
+  readonly config: ClusterConfig;
+  readonly leadTransferee: NodeId | null;
+  readonly progress: ReadonlyMap<NodeId, { match: number; next: number; state: string; inflight: number }>;
+}
+
+interface PendingRead {
+  readonly requestId: string;
+  readonly index: number;
+  readonly seq: number;
+  readonly acks: Set<NodeId>;
+}
+
+interface IncomingSnapshot {
+  readonly leaderId: NodeId;
+  readonly term: number;
+  readonly index: number;
+  readonly chunks: Uint8Array[];
+  received: number;
+}
+
+/** What an outstanding Ready promised, so advance() knows what became durable and applied. */
+interface ReadyMarks {
+  readonly lastEntry: { index: number; term: number } | null;
+  readonly snapshot: Snapshot | null;
+  readonly appliedIndex: number;
+}
+
+const DEFAULTS = {
+  electionTicks: 10,
+  heartbeatTicks: 1,
+  preVote: true,
+  checkQuorum: true,
+  appendEntriesMax: 512,
+  appendBytesMax: 1024 * 1024,
+  inflightAppendsMax: 64,
+  snapshotChunkBytes: 512 * 1024,
+  retainedEntriesAfterSnapshot: 256,
+  applyBytesMax: 16 * 1024 * 1024,
+  promoteLearners: true,
+};
+
+/**
+ * The Raft core of one group. Single-threaded, synchronous and deterministic: time
+ * arrives as tick(), randomness from the injected Random, and all I/O leaves as a Ready.
+ */
+export class RaftNode {
+  readonly id: NodeId;
+  private readonly options: ResolvedOptions;
+  private readonly log: RaftLog;
+  private term: number;
+  private vote: NodeId | null;
+  private role: Role = 'follower';
+  private leaderId: NodeId | null = null;
+  private readonly progress = new Map<NodeId, Progress>();
+  private readonly votes = new Map<NodeId, boolean>();
+  /** Ticks since the last election timeout reset. On a leader: since the last quorum check. */
+  private electionElapsed = 0;
+  private heartbeatElapsed = 0;
+  private randomizedElectionTicks = 0;
+  private leadTransferee: NodeId | null = null;
+  private broadcastPending = false;
+  private messages: Message[] = [];
+  private readStates: ReadState[] = [];
+  private pendingReads: PendingRead[] = [];
+  /** Read requests that arrived before the leader committed an entry of its term. */
+  private deferredReads: string[] = [];
+  private readSeq = 0;
+  private incomingSnapshot: IncomingSnapshot | null = null;
+  private previousSoftState: SoftState;
+  private previousHardState: HardState;
+  private outstandingReady: ReadyMarks | null = null;
+
+  constructor(options: RaftOptions, restored: RestoredState) {
+    this.id = options.id;
+    this.options = {
+      ...DEFAULTS,
+      ...stripUndefined(options),
+      id: options.id,
+      random: options.random,
+      testOnlyBugs: options.testOnlyBugs ?? new Set(),
+    };
+    assert(this.options.heartbeatTicks < this.options.electionTicks, 'heartbeatTicks must be below electionTicks');
+    this.log = new RaftLog(restored.snapshot, restored.entries, restored.hardState.commit, options.initialConfig ?? EMPTY_CONFIG);
+    this.term = restored.hardState.term;
+    this.vote = this.options.testOnlyBugs.has('forgetVoteOnRestart') ? null : restored.hardState.vote;
+    this.previousHardState = restored.hardState;
+    this.becomeFollower(this.term, null);
+    this.previousSoftState = this.softState();
+  }
+
+  // ---------------------------------------------------------------- inputs
+
+  tick(): void {
+    if (this.role === 'leader') this.tickHeartbeat();
+    else this.tickElection();
+  }
+
+  step(message: Message): void {
+    assert(message.to === this.id, () => `message for ${message.to} stepped into ${this.id}`);
+    if (message.term > this.term) {
+      if (!this.stepHigherTerm(message)) return;
+    } else if (message.term < this.term) {
+      this.stepLowerTerm(message);
+      return;
+    }
+    switch (message.type) {
+      case 'preVote':
+      case 'vote':
+        this.handleVoteRequest(message);
+        return;
+      default:
+        break;
+    }
+    switch (this.role) {
+      case 'leader':
+        this.stepLeader(message);
+        return;
+      case 'candidate':
+      case 'preCandidate':
+        this.stepCandidate(message);
+        return;
+      case 'follower':
+        this.stepFollower(message);
+        return;
+    }
+  }
+
+  propose(data: Uint8Array): ProposeResult {
+    const rejection = this.checkCanPropose();
+    if (rejection !== null) return rejection;
+    const entry = this.appendEntry('normal', data);
+    return { ok: true, index: entry.index, term: entry.term };
+  }
+
+  proposeConfChange(change: ConfChange): ProposeResult {
+    const rejection = this.checkCanPropose();
+    if (rejection !== null) return rejection;
+    if (this.configChangePending() || !this.committedInCurrentTerm()) {
+      return { ok: false, reason: 'configChangePending', leaderId: this.leaderId };
+    }
+    const config = this.log.latestConfig();
+    if (validateConfChange(config, change) !== null) {
+      return { ok: false, reason: 'invalidConfigChange', leaderId: this.leaderId };
+    }
+    const entry = this.appendEntry('config', encodeConfigEntry({ change, config: applyConfChange(config, change) }));
+    return { ok: true, index: entry.index, term: entry.term };
+  }
+
+  /**
+   * Requests a linearizable read (the ReadIndex protocol of the dissertation, section
+   * 6.4; no clock-based lease). When a quorum has confirmed this node is still leader, a
+   * ReadState with the commit index at request time appears in a Ready; the read may be
+   * served once the state machine has applied that index. If leadership is lost first,
+   * the request is dropped: the driver fails it when softState shows the change.
+   */
+  readIndex(requestId: string): ReadIndexResult {
+    if (this.role !== 'leader') return { ok: false, reason: 'notLeader', leaderId: this.leaderId };
+    if (!this.committedInCurrentTerm()) {
+      this.deferredReads.push(requestId);
+      return { ok: true };
+    }
+    this.startRead(requestId);
+    return { ok: true };
+  }
+
+  /** Hands leadership to `target` (which must be a voter) via TimeoutNow once it has caught up. */
+  transferLeadership(target: NodeId): TransferResult {
+    if (this.role !== 'leader') return { ok: false, reason: 'notLeader', leaderId: this.leaderId };
+    if (!isVoter(this.log.latestConfig(), target)) return { ok: false, reason: 'notAVoter', leaderId: this.leaderId };
+    if (target === this.id || this.leadTransferee === target) return { ok: true };
+    this.leadTransferee = target;
+    // The transfer is aborted if it does not finish within an election timeout.
+    this.electionElapsed = 0;
+    const progress = this.progress.get(target);
+    assert(progress !== undefined, () => `no progress for voter ${target}`);
+    if (progress.match === this.log.lastIndex()) this.sendTimeoutNow(target);
+    else this.maybeSendAppend(target, true);
+    return { ok: true };
+  }
+
+  /**
+   * Records a snapshot of the state machine taken at `index` (<= applied) and compacts the
+   * log before it. The driver persists the returned snapshot, then may release the WAL.
+   */
+  compact(index: number, data: Uint8Array): Snapshot {
+    assert(index <= this.log.applied, () => `cannot snapshot at ${index}: applied is ${this.log.applied}`);
+    const snapshot: Snapshot = {
+      meta: { index, term: this.log.termForSnapshot(index), config: this.log.configAt(index) },
+      data,
+    };
+    this.log.compact(snapshot, index - this.options.retainedEntriesAfterSnapshot + 1);
+    return snapshot;
+  }
+
+  // ---------------------------------------------------------------- outputs
+
+  hasReady(): boolean {
+    if (this.outstandingReady !== null) return false;
+    this.flushBroadcast();
+    return (
+      this.messages.length > 0 ||
+      this.readStates.length > 0 ||
+      this.log.pendingSnapshot !== null ||
+      this.log.stableIndex < this.log.lastIndex() ||
+      Math.min(this.log.committed, this.log.stableIndex) > this.log.applied ||
+      !sameHardState(this.hardState(), this.previousHardState) ||
+      !sameSoftState(this.softState(), this.previousSoftState)
+    );
+  }
+
+  ready(): Ready {
+    assert(this.outstandingReady === null, 'ready() called again before advance()');
+    this.flushBroadcast();
+    const hardState = this.hardState();
+    const softState = this.softState();
+    const entries = this.log.unstableEntries();
+    const committedEntries = this.log.entriesToApply(this.options.applyBytesMax);
+    const snapshot = this.log.pendingSnapshot;
+    const hardStateChanged = !sameHardState(hardState, this.previousHardState);
+    const ready: Ready = {
+      softState: sameSoftState(softState, this.previousSoftState) ? null : softState,
+      hardState: hardStateChanged ? hardState : null,
+      entries,
+      snapshot,
+      committedEntries,
+      messages: this.messages,
+      readStates: this.readStates,
+      mustSync:
+        entries.length > 0 ||
+        snapshot !== null ||
+        hardState.term !== this.previousHardState.term ||
+        hardState.vote !== this.previousHardState.vote,
+    };
+    this.messages = [];
+    this.readStates = [];
+    this.previousHardState = hardState;
+    this.previousSoftState = softState;
+    const lastEntry = entries[entries.length - 1];
+    const lastApplied = committedEntries[committedEntries.length - 1];
+    this.outstandingReady = {
+      lastEntry: lastEntry === undefined ? null : { index: lastEntry.index, term: lastEntry.term },
+      snapshot,
+      appliedIndex: lastApplied?.index ?? this.log.applied,
+    };
+    return ready;
+  }
+
+  /** Acknowledges that the last Ready was persisted, sent and applied. */
+  advance(): void {
+    const marks = this.outstandingReady;
+    assert(marks !== null, 'advance() without an outstanding ready()');
+    this.outstandingReady = null;
+    if (marks.snapshot !== null && this.log.pendingSnapshot === marks.snapshot) this.log.pendingSnapshot = null;
+    if (marks.lastEntry !== null) this.log.stableTo(marks.lastEntry.index, marks.lastEntry.term);
+    this.log.appliedTo(marks.appliedIndex);
+    if (this.role === 'leader') this.onLeaderDurable();
+    this.checkInvariants();
+  }
+
+  status(): RaftStatus {
+    const progress = new Map<NodeId, { match: number; next: number; state: string; inflight: number }>();
+    for (const [id, pr] of this.progress) {
+      progress.set(id, { match: pr.match, next: pr.next, state: pr.state, inflight: pr.inflightCount() });
+    }
+    return {
+      id: this.id,
+      term: this.term,
+      vote: this.vote,
+      role: this.role,
+      leaderId: this.leaderId,
+      commitIndex: this.log.committed,
+      appliedIndex: this.log.applied,
+      stableIndex: this.log.stableIndex,
+      firstIndex: this.log.firstIndex(),
+      lastIndex: this.log.lastIndex(),
+      lastTerm: this.log.lastTerm(),
+      config: this.log.latestConfig(),
+      leadTransferee: this.leadTransferee,
+      progress,
+    };
+  }
+
+  /** The term of the entry at `index` if this node still has it (for checkers and tests). */
+  termAt(index: number): number | undefined {
+    return this.log.term(index);
+  }
+
+  entryAt(index: number): Entry | undefined {
+    return this.log.entry(index);
+  }
+
+  // ---------------------------------------------------------------- roles
+
+  private becomeFollower(term: number, leaderId: NodeId | null): void {
+    assert(term >= this.term, () => `term going back from ${this.term} to ${term}`);
+    if (term > this.term) {
+      this.term = term;
+      this.vote = null;
+    }
+    this.role = 'follower';
+    this.leaderId = leaderId;
+    this.resetRoleState();
+  }
+
+  private becomePreCandidate(): void {
+    assert(this.role !== 'leader', 'a leader cannot become a pre-candidate');
+    // Neither the term nor the vote changes: a pre-vote that fails leaves no trace.
+    this.role = 'preCandidate';
+    this.leaderId = null;
+    this.resetRoleState();
+  }
+
+  private becomeCandidate(): void {
+    assert(this.role !== 'leader', 'a leader cannot become a candidate');
+    this.term += 1;
+    this.vote = this.id;
+    this.role = 'candidate';
+    this.leaderId = null;
+    this.resetRoleState();
+  }
+
+  private becomeLeader(): void {
+    assert(this.role === 'candidate', 'only a candidate becomes leader');
+    this.role = 'leader';
+    this.leaderId = this.id;
+    this.resetRoleState();
+    this.syncProgressWithConfig();
+    const self = this.progress.get(this.id);
+    if (self !== undefined) {
+      self.match = this.log.stableIndex;
+      self.becomeReplicate();
+    }
+    // The no-op lets the leader commit entries of earlier terms (Figure 8 of the paper).
+    this.appendEntry('normal', new Uint8Array(0));
+  }
+
+  private resetRoleState(): void {
+    this.electionElapsed = 0;
+    this.heartbeatElapsed = 0;
+    this.randomizedElectionTicks = this.options.electionTicks + this.options.random.nextInt(this.options.electionTicks);
+    this.votes.clear();
+    this.progress.clear();
+    this.leadTransferee = null;
+    this.pendingReads = [];
+    this.deferredReads = [];
+    this.broadcastPending = false;
+  }
+
+  private campaign(kind: 'preElection' | 'election', leaderTransfer: boolean): void {
+    if (kind === 'preElection') this.becomePreCandidate();
+    else this.becomeCandidate();
+    const voteTerm = kind === 'preElection' ? this.term + 1 : this.term;
+    if (this.poll(this.id, true) === 'won') {
+      this.onElectionWon(kind);
+      return;
+    }
+    for (const voter of this.log.latestConfig().voters) {
+      if (voter === this.id) continue;
+      const request = { from: this.id, to: voter, term: voteTerm, lastLogIndex: this.log.lastIndex(), lastLogTerm: this.log.lastTerm() };
+      if (kind === 'preElection') this.send({ type: 'preVote', ...request });
+      else this.send({ type: 'vote', ...request, leaderTransfer });
+    }
+  }
+
+  private onElectionWon(kind: 'preElection' | 'election'): void {
+    if (kind === 'preElection') {
+      this.campaign('election', false);
+    } else {
+      this.becomeLeader();
+    }
+  }
+
+  private poll(from: NodeId, granted: boolean): 'won' | 'lost' | 'pending' {
+    if (!this.votes.has(from)) this.votes.set(from, granted);
+    const config = this.log.latestConfig();
+    let granting = 0;
+    let rejecting = 0;
+    for (const voter of config.voters) {
+      const vote = this.votes.get(voter);
+      if (vote === true) granting++;
+      else if (vote === false) rejecting++;
+    }
+    const quorum = quorumSize(config);
+    if (granting >= quorum) return 'won';
+    if (rejecting > config.voters.length - quorum) return 'lost';
+    return 'pending';
+  }
+
+  private promotable(): boolean {
+    return isVoter(this.log.latestConfig(), this.id);
+  }
+
+  // ---------------------------------------------------------------- ticks
+
+  private tickElection(): void {
+    this.electionElapsed++;
+    if (!this.promotable() || this.electionElapsed < this.randomizedElectionTicks) return;
+    this.electionElapsed = 0;
+    this.campaign(this.options.preVote ? 'preElection' : 'election', false);
+  }
+
+  private tickHeartbeat(): void {
+    this.heartbeatElapsed++;
+    this.electionElapsed++;
+    if (this.electionElapsed >= this.options.electionTicks) {
+      this.electionElapsed = 0;
+      if (this.options.checkQuorum && !this.checkQuorumActive()) {
+        this.becomeFollower(this.term, null);
+        return;
+      }
+      this.leadTransferee = null;
+    }
+    this.retryStalledSnapshots();
+    if (this.heartbeatElapsed >= this.options.heartbeatTicks) {
+      this.heartbeatElapsed = 0;
+      this.broadcastHeartbeat();
+    }
+  }
+
+  /** Check-quorum: a leader that has not heard from a majority within an election timeout steps down. */
+  private checkQuorumActive(): boolean {
+    const config = this.log.latestConfig();
+    let active = 0;
+    for (const voter of config.voters) {
+      const progress = this.progress.get(voter);
+      if (voter === this.id || progress?.recentActive === true) active++;
+    }
+    for (const [id, progress] of this.progress) if (id !== this.id) progress.recentActive = false;
+    return active >= quorumSize(config);
+  }
+
+  private retryStalledSnapshots(): void {
+    for (const [id, progress] of this.progress) {
+      if (progress.state !== 'snapshot') continue;
+      progress.snapshotStallTicks++;
+      if (progress.snapshotStallTicks >= this.options.electionTicks) {
+        progress.snapshotStallTicks = 0;
+        this.sendSnapshotChunk(id, progress);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- step by term
+
+  /** Returns false if the message must be dropped. */
+  private stepHigherTerm(message: Message): boolean {
+    if (message.type === 'preVote' || message.type === 'vote') {
+      const forced = message.type === 'vote' && message.leaderTransfer;
+      const inLease = this.options.checkQuorum && this.leaderId !== null && this.electionElapsed < this.options.electionTicks;
+      // A node that heard from a leader recently ignores elections: a partitioned node
+      // that rejoins cannot depose a healthy leader.
+      if (!forced && inLease) return false;
+    }
+    if (message.type === 'preVote') return true; // a pre-vote never changes our term
+    if (message.type === 'preVoteResp' && !message.reject) return true; // counted in the pre-candidate's poll
+    const fromLeader = message.type === 'append' || message.type === 'heartbeat' || message.type === 'snapshot';
+    this.becomeFollower(message.term, fromLeader ? message.from : null);
+    return true;
+  }
+
+  private stepLowerTerm(message: Message): void {
+    switch (message.type) {
+      case 'append':
+      case 'heartbeat':
+      case 'snapshot':
+        // Tell a stale leader about the newer term so it steps down; with check-quorum
+        // and pre-vote it would otherwise never learn of it.
+        this.send({ type: 'appendResp', from: this.id, to: message.from, term: this.term, reject: true, index: 0, hintIndex: 0, hintTerm: 0 });
+        return;
+      case 'preVote':
+        this.send({ type: 'preVoteResp', from: this.id, to: message.from, term: this.term, reject: true });
+        return;
+      default:
+        return; // stale responses and requests are dropped
+    }
+  }
+
+  private handleVoteRequest(message: PreVoteMessage | VoteMessage): void {
+    const canVote =
+      this.vote === message.from ||
+      (this.vote === null && this.leaderId === null) ||
+      (message.type === 'preVote' && message.term > this.term);
+    const logOk =
+      this.options.testOnlyBugs.has('voteWithoutLogCheck') || this.log.isUpToDate(message.lastLogIndex, message.lastLogTerm);
+    const responseType = message.type === 'preVote' ? 'preVoteResp' : 'voteResp';
+    if (canVote && logOk) {
+      this.send({ type: responseType, from: this.id, to: message.from, term: message.term, reject: false });
+      if (message.type === 'vote') {
+        this.electionElapsed = 0;
+        this.vote = message.from;
+      }
+    } else {
+      this.send({ type: responseType, from: this.id, to: message.from, term: this.term, reject: true });
+    }
+  }
+
+  // ---------------------------------------------------------------- step by role
+
+  private stepFollower(message: Message): void {
+    switch (message.type) {
+      case 'append':
+        this.onLeaderContact(message.from);
+        this.handleAppend(message);
+        return;
+      case 'heartbeat':
+        this.onLeaderContact(message.from);
+        this.handleHeartbeat(message);
+        return;
+      case 'snapshot':
+        this.onLeaderContact(message.from);
+        this.handleSnapshotChunk(message);
+        return;
+      case 'timeoutNow':
+        // A transfer target campaigns at once, skipping pre-vote, and voters ignore their lease.
+        if (this.promotable()) this.campaign('election', true);
+        return;
+      default:
+        return; // responses to requests of an earlier role
+    }
+  }
+
+  private onLeaderContact(leaderId: NodeId): void {
+    this.electionElapsed = 0;
+    this.leaderId = leaderId;
+  }
+
+  private stepCandidate(message: Message): void {
+    switch (message.type) {
+      case 'append':
+      case 'heartbeat':
+      case 'snapshot':
+        // Another node won this term.
+        this.becomeFollower(this.term, message.from);
+        this.stepFollower(message);
+        return;
+      case 'preVoteResp':
+      case 'voteResp': {
+        const expected = this.role === 'preCandidate' ? 'preVoteResp' : 'voteResp';
+        if (message.type !== expected) return;
+        const result = this.poll(message.from, !message.reject);
+        if (result === 'won') this.onElectionWon(this.role === 'preCandidate' ? 'preElection' : 'election');
+        else if (result === 'lost') this.becomeFollower(this.term, null);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private stepLeader(message: Message): void {
+    const progress = this.progress.get(message.from);
+    if (progress === undefined) return; // not (or no longer) a member
+    progress.recentActive = true;
+    switch (message.type) {
+      case 'appendResp':
+        if (message.reject) this.handleAppendRejected(message, progress);
+        else this.handleAppendAccepted(message, progress);
+        return;
+      case 'heartbeatResp':
+        this.handleHeartbeatResponse(message, progress);
+        return;
+      case 'snapshotResp':
+        this.handleSnapshotResponse(message, progress);
+        return;
+      case 'append':
+      case 'heartbeat':
+      case 'snapshot':
+        assert(false, () => `two leaders in term ${this.term}: ${this.id} and ${message.from}`);
+        return;
+      default:
+        return;
+    }
+  }
+
+  // ---------------------------------------------------------------- follower handlers
+
+  private handleAppend(message: AppendMessage): void {
+    if (message.prevLogIndex < this.log.committed) {
+      this.sendAppendResponse(message.from, this.log.committed);
+      return;
+    }
+    const lastNewIndex = this.log.maybeAppend(message.prevLogIndex, message.prevLogTerm, message.entries);
+    if (lastNewIndex !== null) {
+      this.log.commitTo(Math.min(message.commit, lastNewIndex));
+      this.sendAppendResponse(message.from, lastNewIndex);
+      return;
+    }
+    // Fast back-tracking: point the leader at the last index whose term could match.
+    const hintIndex = this.log.findConflictByTerm(Math.min(message.prevLogIndex, this.log.lastIndex()), message.prevLogTerm);
+    this.send({
+      type: 'appendResp',
+      from: this.id,
+      to: message.from,
+      term: this.term,
+      reject: true,
+      index: message.prevLogIndex,
+      hintIndex,
+      hintTerm: this.log.term(hintIndex) ?? 0,
+    });
+  }
+
+  private sendAppendResponse(to: NodeId, index: number): void {
+    this.send({ type: 'appendResp', from: this.id, to, term: this.term, reject: false, index, hintIndex: 0, hintTerm: 0 });
+  }
+
+  private handleHeartbeat(message: HeartbeatMessage): void {
+    // The leader sends min(match, commit), so everything up to it matches the leader's log.
+    this.log.commitTo(Math.min(message.commit, this.log.lastIndex()));
+    this.send({ type: 'heartbeatResp', from: this.id, to: message.from, term: this.term, readSeq: message.readSeq });
+  }
+
+  private handleSnapshotChunk(message: SnapshotChunkMessage): void {
+    if (message.meta.index <= this.log.committed) {
+      this.incomingSnapshot = null;
+      this.sendAppendResponse(message.from, this.log.committed);
+      return;
+    }
+    const incoming = this.incomingSnapshotFor(message);
+    if (incoming === null || message.offset !== incoming.received) {
+      const nextOffset = incoming?.received ?? 0;
+      this.send({
+        type: 'snapshotResp',
+        from: this.id,
+        to: message.from,
+        term: this.term,
+        snapshotIndex: message.meta.index,
+        nextOffset,
+        reject: message.offset > nextOffset,
+      });
+      return;
+    }
+    incoming.chunks.push(message.chunk);
+    incoming.received += message.chunk.byteLength;
+    if (!message.done) {
+      this.send({ type: 'snapshotResp', from: this.id, to: message.from, term: this.term, snapshotIndex: message.meta.index, nextOffset: incoming.received, reject: false });
+      return;
+    }
+    assert(incoming.received === message.totalBytes, 'snapshot size does not match its chunks');
+    this.incomingSnapshot = null;
+    this.installSnapshot({ meta: message.meta, data: concatChunks(incoming.chunks, incoming.received) }, message.from);
+  }
+
+  private incomingSnapshotFor(message: SnapshotChunkMessage): IncomingSnapshot | null {
+    const current = this.incomingSnapshot;
+    const matches = current !== null && current.leaderId === message.from && current.term === message.term && current.index === message.meta.index;
+    if (matches) return current;
+    if (message.offset !== 0) return null;
+    this.incomingSnapshot = { leaderId: message.from, term: message.term, index: message.meta.index, chunks: [], received: 0 };
+    return this.incomingSnapshot;
+  }
+
+  private installSnapshot(snapshot: Snapshot, leaderId: NodeId): void {
+    if (this.log.matchTerm(snapshot.meta.index, snapshot.meta.term)) {
+      // We already have the snapshot's last entry, so our log is a superset: keep it.
+      this.log.commitTo(snapshot.meta.index);
+      this.sendAppendResponse(leaderId, this.log.committed);
+      return;
+    }
+    this.log.restore(snapshot);
+    this.sendAppendResponse(leaderId, snapshot.meta.index);
+  }
+
+  // ---------------------------------------------------------------- leader handlers
+
+  private handleAppendRejected(message: AppendResponse, progress: Progress): void {
+    if (message.index === 0 && message.hintIndex === 0) return; // a term notice, handled by the term check
+    const probeFrom = message.hintTerm > 0 ? this.log.findConflictByTerm(message.hintIndex, message.hintTerm) : message.hintIndex;
+    if (!progress.maybeDecrTo(message.index, probeFrom)) return;
+    if (progress.state === 'replicate') progress.becomeProbe();
+    this.maybeSendAppend(message.from, true);
+  }
+
+  private handleAppendAccepted(message: AppendResponse, progress: Progress): void {
+    const wasPaused = progress.isPaused();
+    if (!progress.maybeUpdate(message.index)) {
+      if (wasPaused && !progress.isPaused()) this.sendAppendsWhileWindowOpen(message.from);
+      return;
+    }
+    if (progress.state === 'probe') {
+      progress.becomeReplicate();
+    } else if (progress.state === 'snapshot' && progress.match + 1 >= this.log.firstIndex()) {
+      progress.becomeProbe();
+      progress.becomeReplicate();
+    }
+    if (this.maybeCommit()) this.broadcastPending = true;
+    this.sendAppendsWhileWindowOpen(message.from);
+    if (this.leadTransferee === message.from && progress.match === this.log.lastIndex()) this.sendTimeoutNow(message.from);
+    this.maybePromoteLearner(message.from, progress);
+  }
+
+  private handleHeartbeatResponse(message: HeartbeatResponse, progress: Progress): void {
+    progress.probeSent = false;
+    if (progress.match < this.log.lastIndex()) this.maybeSendAppend(message.from, true);
+    if (message.readSeq > 0) this.acknowledgeReads(message.from, message.readSeq);
+  }
+
+  private handleSnapshotResponse(message: SnapshotChunkResponse, progress: Progress): void {
+    const snapshot = progress.snapshot;
+    if (progress.state !== 'snapshot' || snapshot === null || snapshot.meta.index !== message.snapshotIndex) return;
+    progress.snapshotAckedOffset = message.nextOffset;
+    progress.snapshotStallTicks = 0;
+    if (message.nextOffset < snapshot.data.byteLength || message.reject) this.sendSnapshotChunk(message.from, progress);
+  }
+
+  private maybePromoteLearner(id: NodeId, progress: Progress): void {
+    if (!this.options.promoteLearners || !this.log.latestConfig().learners.includes(id)) return;
+    if (progress.match < this.log.committed || this.configChangePending() || !this.committedInCurrentTerm()) return;
+    if (this.leadTransferee !== null) return;
+    this.proposeConfChange({ type: 'promote', nodeId: id });
+  }
+
+  /** Advances the commit index to what a quorum of voters has durably; only entries of this term count. */
+  private maybeCommit(): boolean {
+    const config = this.log.latestConfig();
+    const index = quorumMatchIndex(config, (id) => this.progress.get(id)?.match ?? 0);
+    if (index <= this.log.committed) return false;
+    const countsByReplica = this.log.term(index) === this.term || this.options.testOnlyBugs.has('commitPreviousTermByCount');
+    if (!countsByReplica) return false;
+    this.log.commitTo(index);
+    this.onCommitAdvanced();
+    return true;
+  }
+
+  private onCommitAdvanced(): void {
+    if (this.committedInCurrentTerm() && this.deferredReads.length > 0) {
+      const deferred = this.deferredReads;
+      this.deferredReads = [];
+      for (const requestId of deferred) this.startRead(requestId);
+    }
+    // A leader removed from the configuration steps down once the removal is committed.
+    if (!isVoter(this.log.latestConfig(), this.id) && this.log.committed >= this.log.latestConfigIndex()) {
+      this.becomeFollower(this.term, null);
+    }
+  }
+
+  /** The leader's own entries count toward commit only once durable here (after advance). */
+  private onLeaderDurable(): void {
+    const self = this.progress.get(this.id);
+    if (self === undefined) return;
+    if (self.maybeUpdate(this.log.stableIndex) && this.maybeCommit()) this.broadcastPending = true;
+  }
+
+  // ---------------------------------------------------------------- sending
+
+  private send(message: Message): void {
+    assert(message.to !== this.id, 'sending a message to self');
+    this.messages.push(message);
+  }
+
+  private appendEntry(type: Entry['type'], data: Uint8Array): Entry {
+    const entry: Entry = { index: this.log.lastIndex() + 1, term: this.term, type, data };
+    this.log.append([entry]);
+    if (type === 'config') this.syncProgressWithConfig();
+    this.broadcastPending = true;
+    return entry;
+  }
+
+  /** Appends are sent once per Ready, so all proposals of one event-loop turn share a message. */
+  private flushBroadcast(): void {
+    if (!this.broadcastPending) return;
+    this.broadcastPending = false;
+    if (this.role !== 'leader') return;
+    for (const id of this.progress.keys()) {
+      if (id !== this.id) this.sendAppendsWhileWindowOpen(id);
+    }
+  }
+
+  private sendAppendsWhileWindowOpen(to: NodeId): void {
+    while (this.maybeSendAppend(to, false)) {
+      // keep filling the in-flight window
+    }
+  }
+
+  /** Sends the next batch of entries to `to` unless its progress is paused. Returns whether it sent. */
+  private maybeSendAppend(to: NodeId, sendIfEmpty: boolean): boolean {
+    const progress = this.progress.get(to);
+    if (progress === undefined || progress.isPaused()) return false;
+    const prevLogIndex = progress.next - 1;
+    const prevLogTerm = this.log.term(prevLogIndex);
+    if (prevLogTerm === undefined) {
+      this.sendSnapshot(to, progress);
+      return false;
+    }
+    const lastIndex = this.log.lastIndex();
+    const entries =
+      progress.next <= lastIndex
+        ? this.log.slice(progress.next, lastIndex + 1, this.options.appendEntriesMax, this.options.appendBytesMax)
+        : [];
+    if (entries.length === 0 && !sendIfEmpty) return false;
+    this.send({ type: 'append', from: this.id, to, term: this.term, prevLogIndex, prevLogTerm, entries, commit: this.log.committed });
+    progress.sentAppend(prevLogIndex + entries.length, entries.length);
+    return entries.length > 0;
+  }
+
+  private sendSnapshot(to: NodeId, progress: Progress): void {
+    const snapshot = this.log.snapshot;
+    assert(snapshot !== null, () => `follower ${to} needs compacted entries but there is no snapshot`);
+    progress.becomeSnapshot(snapshot);
+    this.sendSnapshotChunk(to, progress);
+  }
+
+  private sendSnapshotChunk(to: NodeId, progress: Progress): void {
+    const snapshot = progress.snapshot;
+    assert(snapshot !== null, 'snapshot state without a snapshot');
+    const offset = progress.snapshotAckedOffset;
+    const end = Math.min(offset + this.options.snapshotChunkBytes, snapshot.data.byteLength);
+    this.send({
+      type: 'snapshot',
+      from: this.id,
+      to,
+      term: this.term,
+      meta: snapshot.meta,
+      offset,
+      totalBytes: snapshot.data.byteLength,
+      chunk: snapshot.data.subarray(offset, end),
+      done: end === snapshot.data.byteLength,
+    });
+    progress.snapshotSentOffset = end;
+  }
+
+  private broadcastHeartbeat(): void {
+    const readSeq = this.pendingReads[this.pendingReads.length - 1]?.seq ?? 0;
+    for (const [id, progress] of this.progress) {
+      if (id === this.id) continue;
+      const commit = Math.min(progress.match, this.log.committed);
+      this.send({ type: 'heartbeat', from: this.id, to: id, term: this.term, commit, readSeq });
+    }
+  }
+
+  private sendTimeoutNow(to: NodeId): void {
+    this.send({ type: 'timeoutNow', from: this.id, to, term: this.term });
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  private startRead(requestId: string): void {
+    const read: PendingRead = { requestId, index: this.log.committed, seq: ++this.readSeq, acks: new Set([this.id]) };
+    this.pendingReads.push(read);
+    if (this.hasReadQuorum(read)) {
+      this.releaseReadsUpTo(read.seq);
+      return;
+    }
+    this.broadcastHeartbeat();
+  }
+
+  private acknowledgeReads(from: NodeId, seq: number): void {
+    let releasable = 0;
+    for (const read of this.pendingReads) {
+      if (read.seq > seq) break;
+      read.acks.add(from);
+      if (this.hasReadQuorum(read)) releasable = read.seq;
+    }
+    if (releasable > 0) this.releaseReadsUpTo(releasable);
+  }
+
+  private hasReadQuorum(read: PendingRead): boolean {
+    const config = this.log.latestConfig();
+    return config.voters.filter((id) => read.acks.has(id)).length >= quorumSize(config);
+  }
+
+  private releaseReadsUpTo(seq: number): void {
+    while (this.pendingReads.length > 0 && (this.pendingReads[0]?.seq ?? Infinity) <= seq) {
+      const read = this.pendingReads.shift();
+      if (read !== undefined) this.readStates.push({ requestId: read.requestId, index: read.index });
+    }
+  }
+
+  // ---------------------------------------------------------------- membership
+
+  private configChangePending(): boolean {
+    return this.log.latestConfigIndex() > this.log.committed;
+  }
+
+  private committedInCurrentTerm(): boolean {
+    return this.log.term(this.log.committed) === this.term;
+  }
+
+  private checkCanPropose(): ProposeResult | null {
+    if (this.role !== 'leader') return { ok: false, reason: 'notLeader', leaderId: this.leaderId };
+    if (this.leadTransferee !== null) return { ok: false, reason: 'leadershipTransfer', leaderId: this.leaderId };
+    return null;
+  }
+
+  /** Keeps one Progress per member of the latest configuration (leader only). */
+  private syncProgressWithConfig(): void {
+    const config = this.log.latestConfig();
+    for (const id of members(config)) {
+      if (!this.progress.has(id)) {
+        const progress = new Progress(this.log.lastIndex() + 1, this.options.inflightAppendsMax);
+        progress.recentActive = true;
+        this.progress.set(id, progress);
+      }
+    }
+    for (const id of [...this.progress.keys()]) {
+      if (!isMember(config, id)) this.progress.delete(id);
+    }
+    if (this.leadTransferee !== null && !isVoter(config, this.leadTransferee)) this.leadTransferee = null;
+  }
+
+  // ---------------------------------------------------------------- state
+
+  private hardState(): HardState {
+    return { term: this.term, vote: this.vote, commit: this.log.committed };
+  }
+
+  private softState(): SoftState {
+    return { leaderId: this.leaderId, role: this.role };
+  }
+
+  private checkInvariants(): void {
+    const log = this.log;
+    assert(log.applied <= log.committed, () => `applied ${log.applied} > commit ${log.committed}`);
+    assert(log.committed <= log.lastIndex(), () => `commit ${log.committed} > last index ${log.lastIndex()}`);
+    assert(log.stableIndex <= log.lastIndex(), 'stable index beyond the log');
+    assert(this.role !== 'leader' || this.leaderId === this.id, 'a leader must know itself as leader');
+    assert(this.role !== 'candidate' || this.vote === this.id, 'a candidate votes for itself');
+  }
+}
+
+function sameHardState(a: HardState, b: HardState): boolean {
+  return a.term === b.term && a.vote === b.vote && a.commit === b.commit;
+}
+
+function sameSoftState(a: SoftState, b: SoftState): boolean {
+  return a.leaderId === b.leaderId && a.role === b.role;
+}
+
+function concatChunks(chunks: readonly Uint8Array[], totalBytes: number): Uint8Array {
+  const data = new Uint8Array(totalBytes);
+  let offset = 0;
+  for (const chunk of chunks) {
+    data.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return data;
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
