@@ -377,6 +377,27 @@ export class RaftNode {
     };
   }
 
+  /** The current role, without building a whole status. */
+  get currentRole(): Role {
+    return this.role;
+  }
+
+  get currentTerm(): number {
+    return this.term;
+  }
+
+  get commitIndex(): number {
+    return this.log.committed;
+  }
+
+  get lastIndex(): number {
+    return this.log.lastIndex();
+  }
+
+  get appliedIndex(): number {
+    return this.log.applied;
+  }
+
   /** The term of the entry at `index` if this node still has it (for checkers and tests). */
   termAt(index: number): number | undefined {
     return this.log.term(index);
@@ -778,6 +799,10 @@ export class RaftNode {
     } else if (progress.state === 'snapshot' && progress.match + 1 >= this.log.firstIndex()) {
       progress.becomeProbe();
       progress.becomeReplicate();
+    } else if (progress.state === 'snapshot' && progress.match >= (progress.snapshot?.meta.index ?? 0)) {
+      // The follower has the snapshot we sent, but we compacted past it meanwhile: the
+      // probe below finds the entries gone and starts over with the newest snapshot.
+      progress.becomeProbe();
     }
     if (this.maybeCommit()) this.broadcastPending = true;
     this.sendAppendsWhileWindowOpen(message.from);
@@ -787,13 +812,27 @@ export class RaftNode {
 
   private handleHeartbeatResponse(message: HeartbeatResponse, progress: Progress): void {
     progress.probeSent = false;
-    if (progress.match < this.log.lastIndex()) this.maybeSendAppend(message.from, true);
+    if (progress.match < this.log.lastIndex()) {
+      // A full window may hold appends that were all lost, and only acks reopen it: send an
+      // empty append (not counted in the window) whose ack or rejection unblocks the follower.
+      const prevLogTerm = this.log.term(progress.next - 1);
+      if (progress.state === 'replicate' && progress.isPaused() && prevLogTerm !== undefined) {
+        this.send({ type: 'append', from: this.id, to: message.from, term: this.term, prevLogIndex: progress.next - 1, prevLogTerm, entries: [], commit: this.log.committed });
+      } else {
+        // (With the window's entries compacted away, probing falls back to a snapshot.)
+        if (progress.state === 'replicate' && progress.isPaused()) progress.becomeProbe();
+        this.maybeSendAppend(message.from, true);
+      }
+    }
     if (message.readSeq > 0) this.acknowledgeReads(message.from, message.readSeq);
   }
 
   private handleSnapshotResponse(message: SnapshotChunkResponse, progress: Progress): void {
     const snapshot = progress.snapshot;
     if (progress.state !== 'snapshot' || snapshot === null || snapshot.meta.index !== message.snapshotIndex) return;
+    // A duplicated or reordered ack must not trigger another send: each would keep one
+    // more copy of every following chunk in flight until the transfer ends.
+    if (!message.reject && message.nextOffset <= progress.snapshotAckedOffset) return;
     progress.snapshotAckedOffset = message.nextOffset;
     progress.snapshotStallTicks = 0;
     if (message.nextOffset < snapshot.data.byteLength || message.reject) this.sendSnapshotChunk(message.from, progress);
@@ -827,6 +866,13 @@ export class RaftNode {
     // A leader removed from the configuration steps down once the removal is committed.
     if (!isVoter(this.log.latestConfig(), this.id) && this.log.committed >= this.log.latestConfigIndex()) {
       this.becomeFollower(this.term, null);
+      return;
+    }
+    // A learner that caught up before the commit index (or its own addLearner entry) was
+    // committed sends no further ack when idle: re-check promotion now.
+    for (const learner of this.log.latestConfig().learners) {
+      const progress = this.progress.get(learner);
+      if (progress !== undefined) this.maybePromoteLearner(learner, progress);
     }
   }
 

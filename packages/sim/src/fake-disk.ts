@@ -1,0 +1,238 @@
+import type { NodeId, Random } from '@quorumq/raft';
+import type { KvOp, KvStore, WalFile, WalFs } from '@quorumq/storage';
+import { chance } from './network.js';
+import type { Scheduler } from './scheduler.js';
+
+/** One simulated file: what readers see now, and what would survive a crash. */
+class FakeFileData {
+  current: Uint8Array = new Uint8Array(0);
+  synced: Uint8Array = new Uint8Array(0);
+}
+
+export interface CrashLoss {
+  readonly lostBytes: number;
+  readonly torn: boolean;
+}
+
+/**
+ * The disks of all simulated nodes. It keeps the durability contract of WalFs and KvStore
+ * to the letter: only datasync'ed bytes, syncDir'ed directory entries and synced KV
+ * batches survive a crash; a crash may also keep a torn prefix of unsynced appends.
+ * Sync calls complete after a random latency, so a crash can land between a write and its sync.
+ */
+export class FakeDisk {
+  private readonly disks = new Map<NodeId, NodeDisk>();
+
+  constructor(
+    private readonly scheduler: Scheduler,
+    private readonly random: Random,
+  ) {}
+
+  private diskOf(node: NodeId): NodeDisk {
+    let disk = this.disks.get(node);
+    if (disk === undefined) {
+      disk = new NodeDisk(node, this.scheduler, this.random);
+      this.disks.set(node, disk);
+    }
+    return disk;
+  }
+
+  fsOf(node: NodeId): WalFs {
+    return this.diskOf(node).fs();
+  }
+
+  kvOf(node: NodeId): KvStore {
+    return this.diskOf(node).kv();
+  }
+
+  /** Loses everything not durable on `node`'s disk; pending syncs never complete. */
+  crash(node: NodeId, tornWriteRate: number): CrashLoss {
+    return this.diskOf(node).crash(tornWriteRate);
+  }
+}
+
+class NodeDisk {
+  /** Bumped by every crash, so that syncs started before it never take effect. */
+  private generation = 0;
+  private files = new Map<string, FakeFileData>();
+  private durableFiles = new Map<string, FakeFileData>();
+  private dirs = new Set<string>(['/']);
+  private kvVisible = new Map<string, Uint8Array>();
+  private kvDurable = new Map<string, Uint8Array>();
+  /** KV batches not yet durable; batch number kvSyncedBatches + i is kvUnsynced[i]. */
+  private kvUnsynced: KvOp[][] = [];
+  private kvSyncedBatches = 0;
+
+  constructor(
+    readonly node: NodeId,
+    private readonly scheduler: Scheduler,
+    private readonly random: Random,
+  ) {}
+
+  /** Completes `effect` after a random disk latency unless the node crashes first. */
+  private later(label: string, effect: () => void): Promise<void> {
+    const generation = this.generation;
+    return new Promise((resolve) => {
+      this.scheduler.after(1 + this.random.nextInt(4), `${label} ${this.node}`, () => {
+        if (generation !== this.generation) return; // crashed: this sync never happened
+        effect();
+        resolve();
+      });
+    });
+  }
+
+  crash(tornWriteRate: number): CrashLoss {
+    this.generation++;
+    let lostBytes = 0;
+    let torn = false;
+    const survivors = new Map<string, FakeFileData>();
+    for (const [path, file] of this.durableFiles) {
+      const unsynced = file.current.byteLength - file.synced.byteLength;
+      const appendedOnly = unsynced > 0 && startsWith(file.current, file.synced);
+      let kept = file.synced;
+      if (appendedOnly && chance(this.random, tornWriteRate)) {
+        // A torn write: some prefix of the unsynced appends reached the platter.
+        kept = file.current.slice(0, file.synced.byteLength + this.random.nextInt(unsynced));
+        torn = kept.byteLength > file.synced.byteLength;
+      }
+      lostBytes += Math.max(0, file.current.byteLength - kept.byteLength);
+      file.current = kept.slice();
+      file.synced = kept.slice();
+      survivors.set(path, file);
+    }
+    for (const [path, file] of this.files) if (!this.durableFiles.has(path)) lostBytes += file.current.byteLength;
+    this.files = new Map(survivors);
+    this.kvVisible = new Map(this.kvDurable);
+    this.kvSyncedBatches += this.kvUnsynced.length;
+    this.kvUnsynced = [];
+    return { lostBytes, torn };
+  }
+
+  fs(): WalFs {
+    return {
+      mkdirp: async (dir) => {
+        this.dirs.add(normalize(dir));
+      },
+      list: async (dir) => {
+        const prefix = `${normalize(dir)}/`;
+        return [...this.files.keys()].filter((p) => p.startsWith(prefix) && !p.slice(prefix.length).includes('/')).map((p) => p.slice(prefix.length));
+      },
+      readFile: async (path) => {
+        const file = this.files.get(path);
+        if (file === undefined) throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
+        return file.current.slice();
+      },
+      openAppend: async (path) => {
+        let file = this.files.get(path);
+        if (file === undefined) {
+          file = new FakeFileData();
+          this.files.set(path, file);
+        }
+        return this.handle(path, file);
+      },
+      unlink: async (path) => {
+        if (!this.files.delete(path)) throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
+      },
+      syncDir: (dir) => {
+        const prefix = `${normalize(dir)}/`;
+        const names = [...this.files].filter(([p]) => p.startsWith(prefix));
+        return this.later('syncDir', () => {
+          for (const path of [...this.durableFiles.keys()]) if (path.startsWith(prefix)) this.durableFiles.delete(path);
+          for (const [path, file] of names) this.durableFiles.set(path, file);
+        });
+      },
+    };
+  }
+
+  private handle(path: string, file: FakeFileData): WalFile {
+    const generation = this.generation;
+    // A process that crashed never sees its file operations return.
+    const alive = (): void => {
+      if (generation !== this.generation) throw new CrashedProcess(path);
+    };
+    const append = (data: Uint8Array): void => {
+      const next = new Uint8Array(file.current.byteLength + data.byteLength);
+      next.set(file.current, 0);
+      next.set(data, file.current.byteLength);
+      file.current = next;
+    };
+    return {
+      write: async (data) => {
+        alive();
+        append(data);
+      },
+      writev: async (buffers) => {
+        alive();
+        const total = buffers.reduce((sum, b) => sum + b.byteLength, 0);
+        const joined = new Uint8Array(total);
+        let offset = 0;
+        for (const b of buffers) {
+          joined.set(b, offset);
+          offset += b.byteLength;
+        }
+        append(joined);
+      },
+      datasync: () => {
+        alive();
+        const snapshot = file.current;
+        return this.later('datasync', () => {
+          file.synced = snapshot;
+        });
+      },
+      truncate: async (length) => {
+        alive();
+        file.current = file.current.slice(0, length);
+      },
+      close: async () => {},
+    };
+  }
+
+  kv(): KvStore {
+    return {
+      get: async (key) => this.kvVisible.get(key),
+      batch: (ops, opts) => {
+        const copy = ops.map((op) => (op.type === 'put' ? { ...op, value: op.value.slice() } : op));
+        for (const op of copy) applyOp(this.kvVisible, op);
+        this.kvUnsynced.push(copy);
+        if (!opts.sync) return Promise.resolve();
+        const upTo = this.kvSyncedBatches + this.kvUnsynced.length;
+        return this.later('kvSync', () => {
+          // A synced batch makes every batch before it durable too.
+          const count = Math.max(0, upTo - this.kvSyncedBatches);
+          for (const batch of this.kvUnsynced.splice(0, count)) for (const op of batch) applyOp(this.kvDurable, op);
+          this.kvSyncedBatches += count;
+        });
+      },
+      scan: async (prefix) =>
+        [...this.kvVisible.entries()].filter(([k]) => k.startsWith(prefix)).sort(([a], [b]) => compareKeys(a, b)),
+      close: async () => {},
+    };
+  }
+}
+
+/** Thrown into the abandoned promise chains of a crashed process; the simulator ignores them. */
+export class CrashedProcess extends Error {
+  override readonly name = 'CrashedProcess';
+  constructor(path: string) {
+    super(`file handle of ${path} used after its process crashed`);
+  }
+}
+
+function applyOp(map: Map<string, Uint8Array>, op: KvOp): void {
+  if (op.type === 'put') map.set(op.key, op.value);
+  else map.delete(op.key);
+}
+
+function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+function normalize(dir: string): string {
+  return dir.length > 1 && dir.endsWith('/') ? dir.slice(0, -1) : dir;
+}
+
+function startsWith(data: Uint8Array, prefix: Uint8Array): boolean {
+  if (prefix.byteLength > data.byteLength) return false;
+  for (let i = 0; i < prefix.byteLength; i++) if (data[i] !== prefix[i]) return false;
+  return true;
+}
