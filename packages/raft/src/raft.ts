@@ -276,11 +276,15 @@ export class RaftNode {
   }
 
   /**
-   * Records a snapshot of the state machine taken at `index` (<= applied) and compacts the
-   * log before it. The driver persists the returned snapshot, then may release the WAL.
+   * Records a snapshot of the state machine taken at `index` (which the driver has applied)
+   * and compacts the log before it. The driver persists the returned snapshot, then may
+   * release the WAL. Returns null when there is nothing to do: a snapshot at or after
+   * `index` exists already, for example one installed from the leader while the driver
+   * was still applying older entries.
    */
-  compact(index: number, data: Uint8Array): Snapshot {
+  compact(index: number, data: Uint8Array): Snapshot | null {
     assert(index <= this.log.applied, () => `cannot snapshot at ${index}: applied is ${this.log.applied}`);
+    if (index <= (this.log.snapshot?.meta.index ?? 0) || this.log.pendingSnapshot !== null) return null;
     const snapshot: Snapshot = {
       meta: { index, term: this.log.termForSnapshot(index), config: this.log.configAt(index) },
       data,

@@ -2,9 +2,13 @@
  * A small synchronous test cluster for the Raft core: in-memory "durable" storage per
  * node, a message queue, partitions, crashes and restarts. Every Ready is persisted
  * before its messages are queued, as the real driver does.
+ *
+ * Every tick, step and advance is fed to a SafetyChecker (see safety.ts); tests assert
+ * `cluster.checker.violations` is empty (or, with a planted bug, that it is not).
  */
 import { RaftNode, createRandom } from '../src/index.js';
-import type { Entry, HardState, Message, NodeId, RaftOptions, ReadState, Snapshot } from '../src/index.js';
+import type { Entry, HardState, Message, NodeId, RaftOptions, ReadState, Ready, Snapshot } from '../src/index.js';
+import { SafetyChecker } from './safety.js';
 
 export interface DurableState {
   hardState: HardState;
@@ -21,9 +25,14 @@ export interface TestNode {
   /** The state machine: data of applied normal entries, as strings. */
   machine: string[];
   crashed: boolean;
+  /** The voters a brand-new node starts with (empty for a node joining an existing group). */
+  readonly initialVoters: readonly NodeId[];
 }
 
 export type OptionsOverride = Partial<Omit<RaftOptions, 'id' | 'random'>>;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 export class TestCluster {
   readonly nodes = new Map<NodeId, TestNode>();
@@ -32,18 +41,51 @@ export class TestCluster {
   private readonly cut = new Set<string>();
   /** Messages types dropped everywhere (e.g. to stall appends). */
   dropTypes = new Set<Message['type']>();
+  /** Called for each message that would be delivered; returning false drops it. */
+  filter: ((message: Message) => boolean) | null = null;
   delivered: Message[] = [];
+  readonly checker: SafetyChecker;
+  /** Tracing hooks, used by the scenario interpreter. */
+  onReady: ((id: NodeId, ready: Ready) => void) | null = null;
+  onDeliver: ((message: Message, dropped: boolean) => void) | null = null;
 
   constructor(
     ids: readonly NodeId[],
-    private readonly overrides: OptionsOverride = {},
+    readonly overrides: OptionsOverride = {},
     private readonly seed = 1,
     voters: readonly NodeId[] = ids,
   ) {
-    for (const id of ids) {
-      const durable: DurableState = { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [] };
-      this.nodes.set(id, { id, raft: this.makeRaft(id, durable, voters), durable, applied: [], readStates: [], machine: [], crashed: false });
-    }
+    this.checker = new SafetyChecker((id) => {
+      const node = this.nodes.get(id);
+      return node === undefined || node.crashed ? undefined : node.raft;
+    });
+    for (const id of ids) this.createNode(id, voters);
+  }
+
+  get electionTicks(): number {
+    return this.overrides.electionTicks ?? 10;
+  }
+
+  private createNode(id: NodeId, initialVoters: readonly NodeId[]): TestNode {
+    const durable: DurableState = { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [] };
+    const node: TestNode = {
+      id,
+      raft: this.makeRaft(id, durable, initialVoters),
+      durable,
+      applied: [],
+      readStates: [],
+      machine: [],
+      crashed: false,
+      initialVoters,
+    };
+    this.nodes.set(id, node);
+    return node;
+  }
+
+  /** Adds a brand-new node that knows no configuration: it joins once a leader adds it. */
+  addNode(id: NodeId): TestNode {
+    if (this.nodes.has(id)) throw new Error(`node ${id} exists`);
+    return this.createNode(id, []);
   }
 
   private makeRaft(id: NodeId, durable: DurableState, voters: readonly NodeId[]): RaftNode {
@@ -65,41 +107,70 @@ export class TestCluster {
     return this.node(id).raft;
   }
 
+  ids(): NodeId[] {
+    return [...this.nodes.keys()];
+  }
+
+  liveNodes(): TestNode[] {
+    return [...this.nodes.values()].filter((n) => !n.crashed);
+  }
+
+  /** Handles one Ready of one node, if it has one. Returns it. */
+  processNode(node: TestNode): Ready | null {
+    if (node.crashed || !node.raft.hasReady()) return null;
+    const ready = node.raft.ready();
+    this.onReady?.(node.id, ready);
+    if (ready.snapshot !== null) {
+      // A snapshot in a Ready was installed from the leader: it replaces the whole log.
+      node.durable.snapshot = ready.snapshot;
+      node.durable.entries = [];
+      node.machine = decodeMachine(ready.snapshot.data);
+    }
+    if (ready.entries.length > 0) {
+      const first = ready.entries[0]!.index;
+      node.durable.entries = node.durable.entries.filter((e) => e.index < first).concat(ready.entries);
+    }
+    if (ready.hardState !== null) node.durable.hardState = ready.hardState;
+    this.queue.push(...ready.messages);
+    for (const entry of ready.committedEntries) {
+      node.applied.push(entry);
+      this.checker.onApply(node.id, entry);
+      if (entry.type === 'normal' && entry.data.byteLength > 0) node.machine.push(decoder.decode(entry.data));
+    }
+    node.readStates.push(...ready.readStates);
+    node.raft.advance();
+    this.checker.observe(node.raft);
+    return ready;
+  }
+
   /** Persists, sends and applies every pending Ready of every live node. */
   processReady(): void {
     let progressed = true;
     while (progressed) {
       progressed = false;
       for (const node of this.nodes.values()) {
-        if (node.crashed || !node.raft.hasReady()) continue;
-        progressed = true;
-        const ready = node.raft.ready();
-        if (ready.snapshot !== null) {
-          node.durable.snapshot = ready.snapshot;
-          node.durable.entries = [];
-          node.machine = decodeMachine(ready.snapshot.data);
-        }
-        if (ready.entries.length > 0) {
-          const first = ready.entries[0]!.index;
-          node.durable.entries = node.durable.entries.filter((e) => e.index < first).concat(ready.entries);
-        }
-        if (ready.hardState !== null) node.durable.hardState = ready.hardState;
-        this.queue.push(...ready.messages);
-        for (const entry of ready.committedEntries) {
-          node.applied.push(entry);
-          if (entry.type === 'normal' && entry.data.byteLength > 0) node.machine.push(new TextDecoder().decode(entry.data));
-        }
-        node.readStates.push(...ready.readStates);
-        node.raft.advance();
+        if (this.processNode(node) !== null) progressed = true;
       }
     }
+  }
+
+  /** Processes Readys, then delivers the messages queued so far (not the ones they cause). */
+  deliverRound(): number {
+    this.processReady();
+    const batch = this.queue;
+    this.queue = [];
+    for (const message of batch) this.deliver(message);
+    return batch.length;
   }
 
   /** Delivers queued messages (and the ones they cause) until the network is quiet. */
   stabilize(maxRounds = 1000): void {
     for (let round = 0; round < maxRounds; round++) {
       this.processReady();
-      if (this.queue.length === 0) return;
+      if (this.queue.length === 0) {
+        this.checkLogMatching();
+        return;
+      }
       const batch = this.queue;
       this.queue = [];
       for (const message of batch) this.deliver(message);
@@ -107,35 +178,86 @@ export class TestCluster {
     throw new Error('cluster did not stabilize');
   }
 
-  deliver(message: Message): void {
+  /** Whether `message` would be dropped by the network (partition, crash, filters). */
+  private dropped(message: Message): boolean {
     const target = this.nodes.get(message.to);
-    if (target === undefined || target.crashed) return;
-    if (this.nodes.get(message.from)?.crashed === true) return;
-    if (this.cut.has(`${message.from}->${message.to}`) || this.dropTypes.has(message.type)) return;
+    if (target === undefined || target.crashed) return true;
+    if (this.nodes.get(message.from)?.crashed === true) return true;
+    if (this.cut.has(`${message.from}->${message.to}`) || this.dropTypes.has(message.type)) return true;
+    return this.filter !== null && !this.filter(message);
+  }
+
+  /** Delivers one message unless the network drops it. Returns whether it was delivered. */
+  deliver(message: Message): boolean {
+    const dropped = this.dropped(message);
+    this.onDeliver?.(message, dropped);
+    if (dropped) return false;
+    const target = this.node(message.to);
     this.delivered.push(message);
     target.raft.step(message);
+    this.checker.observe(target.raft);
+    return true;
   }
 
   tick(id: NodeId, times = 1): void {
-    for (let i = 0; i < times; i++) this.raft(id).tick();
+    const node = this.node(id);
+    for (let i = 0; i < times; i++) {
+      node.raft.tick();
+      this.checker.observe(node.raft);
+    }
   }
 
   tickAll(times = 1): void {
-    for (let i = 0; i < times; i++) for (const node of this.nodes.values()) if (!node.crashed) node.raft.tick();
+    for (let i = 0; i < times; i++) {
+      for (const node of this.nodes.values()) {
+        if (node.crashed) continue;
+        node.raft.tick();
+        this.checker.observe(node.raft);
+      }
+    }
+  }
+
+  /** Ticks and stabilizes everyone until some node leads (or gives up). Returns the leader. */
+  runUntilLeader(maxTicks = 200): NodeId {
+    for (let i = 0; i < maxTicks; i++) {
+      const leader = this.leader();
+      if (leader !== null) return leader;
+      this.tickAll();
+      this.stabilize();
+    }
+    throw new Error('no leader emerged');
   }
 
   /** Ticks every node until `id` campaigns, then stabilizes. */
   elect(id: NodeId): void {
     const raft = this.raft(id);
-    for (let i = 0; i < 100 && raft.status().role !== 'leader'; i++) {
-      raft.tick();
+    for (let i = 0; i < 100 && this.raft(id).status().role !== 'leader'; i++) {
+      this.tick(id);
       this.stabilize();
     }
-    if (raft.status().role !== 'leader') throw new Error(`${id} did not become leader`);
+    if (this.raft(id).status().role !== 'leader') throw new Error(`${id} did not become leader (raft ${raft.id})`);
+  }
+
+  /**
+   * Ticks only `id` until its election timer fires (it sends (pre-)vote requests or wins
+   * alone), processing its Readys so the requests are queued but not delivered. Returns the
+   * number of ticks it took.
+   */
+  campaign(id: NodeId): number {
+    const node = this.node(id);
+    const before = node.raft.status();
+    for (let i = 1; i <= 3 * this.electionTicks; i++) {
+      this.tick(id);
+      const ready = this.processNode(node);
+      const status = node.raft.status();
+      if (status.role !== before.role || status.term !== before.term) return i;
+      if (ready?.messages.some((m) => m.type === 'vote' || m.type === 'preVote') === true) return i;
+    }
+    throw new Error(`${id} did not campaign`);
   }
 
   propose(id: NodeId, text: string): number {
-    const result = this.raft(id).propose(new TextEncoder().encode(text));
+    const result = this.raft(id).propose(encoder.encode(text));
     if (!result.ok) throw new Error(`proposal rejected: ${result.reason}`);
     return result.index;
   }
@@ -168,15 +290,25 @@ export class TestCluster {
   /** Crashes a node: everything not persisted through a Ready is lost. */
   crash(id: NodeId): void {
     this.node(id).crashed = true;
+    this.checker.forget(id);
     this.queue = this.queue.filter((m) => m.to !== id && m.from !== id);
   }
 
   restart(id: NodeId): void {
     const node = this.node(id);
-    node.raft = this.makeRaft(id, node.durable, []);
+    node.raft = this.makeRaft(id, node.durable, node.initialVoters);
     node.crashed = false;
     node.applied = [];
+    node.readStates = [];
     node.machine = node.durable.snapshot === null ? [] : decodeMachine(node.durable.snapshot.data);
+    this.checker.observe(node.raft);
+  }
+
+  /** Replaces a node's durable state (e.g. to give it a crafted log) and restarts it. */
+  setDurable(id: NodeId, durable: DurableState): void {
+    const node = this.node(id);
+    node.durable = durable;
+    this.restart(id);
   }
 
   leader(): NodeId | null {
@@ -186,18 +318,50 @@ export class TestCluster {
 
   /** Takes a snapshot of node's machine at its applied index and compacts. */
   snapshot(id: NodeId): Snapshot {
+    const snapshot = this.trySnapshot(id);
+    if (snapshot === null) throw new Error(`${id} already has a snapshot at or after its applied index`);
+    return snapshot;
+  }
+
+  /** Like snapshot(), but returns null when the node has nothing new to snapshot. */
+  trySnapshot(id: NodeId): Snapshot | null {
     const node = this.node(id);
     const snapshot = node.raft.compact(node.raft.status().appliedIndex, encodeMachine(node.machine));
+    if (snapshot === null) return null;
     node.durable.snapshot = snapshot;
     node.durable.entries = node.durable.entries.filter((e) => e.index > snapshot.meta.index);
     return snapshot;
   }
+
+  checkLogMatching(): void {
+    this.checker.checkLogMatching(this.liveNodes().map((n) => n.raft));
+  }
+
+  /** Asserts (throws) that no safety property was violated. */
+  assertSafe(): void {
+    this.checkLogMatching();
+    if (this.checker.violations.length > 0) throw new Error(`safety violated:\n${this.checker.violations.join('\n')}`);
+  }
 }
 
 export function encodeMachine(machine: readonly string[]): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify(machine));
+  return encoder.encode(JSON.stringify(machine));
 }
 
 export function decodeMachine(data: Uint8Array): string[] {
-  return data.byteLength === 0 ? [] : (JSON.parse(new TextDecoder().decode(data)) as string[]);
+  return data.byteLength === 0 ? [] : (JSON.parse(decoder.decode(data)) as string[]);
+}
+
+export function text(data: Uint8Array): string {
+  return decoder.decode(data);
+}
+
+/** Builds log entries from a compact spec: terms[i] is the term of entry i+1. */
+export function entriesWithTerms(terms: readonly number[], startIndex = 1, prefix = 'e'): Entry[] {
+  return terms.map((term, i) => ({
+    index: startIndex + i,
+    term,
+    type: 'normal' as const,
+    data: encoder.encode(`${prefix}${startIndex + i}@${term}`),
+  }));
 }

@@ -17,6 +17,8 @@ export interface SimNodeContext {
   readonly ackBeforeFsync: boolean;
   readonly voters: readonly NodeId[];
   readonly snapshotInterval: number;
+  readonly appendEntriesMax: number;
+  readonly inflightAppendsMax: number;
   /** Runs the WAL's group-commit flush as a simulator event, after the current one. */
   readonly scheduleFlush: (flush: () => void) => void;
 }
@@ -57,8 +59,8 @@ export class SimNode {
         initialConfig: { voters: [...context.voters], learners: [] },
         electionTicks: 10,
         heartbeatTicks: 1,
-        appendEntriesMax: 16,
-        inflightAppendsMax: 4,
+        appendEntriesMax: context.appendEntriesMax,
+        inflightAppendsMax: context.inflightAppendsMax,
         snapshotChunkBytes: 1024,
         retainedEntriesAfterSnapshot: 8,
         testOnlyBugs: context.raftBugs,
@@ -155,9 +157,10 @@ export class SimNode {
   }
 
   private async maybeSnapshot(): Promise<void> {
-    const applied = this.raft.appliedIndex;
-    if (!this.storage.shouldSnapshot(GROUP_ID, applied)) return;
-    const snapshot = this.raft.compact(applied, this.machine.snapshot());
-    await this.storage.saveLocalSnapshot(GROUP_ID, snapshot);
+    // The snapshot is of the machine, so it is taken at the index the machine has applied;
+    // the core's applied index may already be ahead (a leader's snapshot being installed).
+    if (!this.storage.shouldSnapshot(GROUP_ID, this.machineIndex)) return;
+    const snapshot = this.raft.compact(this.machineIndex, this.machine.snapshot());
+    if (snapshot !== null) await this.storage.saveLocalSnapshot(GROUP_ID, snapshot);
   }
 }

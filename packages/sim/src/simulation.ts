@@ -49,6 +49,10 @@ export interface SimResult {
 interface FaultProfile {
   readonly network: NetworkFaults;
   readonly crashEveryMs: number;
+  /** Probability that a crash hits the current leader rather than a random node. */
+  readonly crashLeaderRate: number;
+  readonly appendEntriesMax: number;
+  readonly inflightAppendsMax: number;
   readonly partitionEveryMs: number;
   readonly tornWriteRate: number;
   readonly tickMs: ReadonlyMap<NodeId, number>;
@@ -111,7 +115,10 @@ export class Simulation {
         latencyMs: 1 + this.random.nextInt(4),
         jitterMs: pick([0, 3, 10, 30]),
       },
-      crashEveryMs: pick([250, 600, 1500, 1_000_000]),
+      crashEveryMs: pick([120, 250, 600, 1500, 1_000_000]),
+      crashLeaderRate: pick([0, 0.5, 0.9]),
+      appendEntriesMax: pick([1, 3, 16]),
+      inflightAppendsMax: pick([1, 4]),
       partitionEveryMs: pick([200, 500, 1200, 1_000_000]),
       tornWriteRate: pick([0, 0.5, 1]),
       tickMs,
@@ -160,6 +167,8 @@ export class Simulation {
       ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
       voters: this.ids,
       snapshotInterval: 40,
+      appendEntriesMax: this.profile.appendEntriesMax,
+      inflightAppendsMax: this.profile.inflightAppendsMax,
       scheduleFlush: (flush: () => void) => this.scheduler.after(0, `walFlush ${id}`, () => {
         if (this.nodes.get(id) !== 'down') flush();
       }),
@@ -270,7 +279,8 @@ export class Simulation {
   }
 
   private crashRandomNode(): void {
-    const id = this.ids[this.random.nextInt(this.ids.length)]!;
+    const leader = this.ids.find((candidate) => this.live(candidate)?.raft.currentRole === 'leader');
+    const id = leader !== undefined && chance(this.random, this.profile.crashLeaderRate) ? leader : this.ids[this.random.nextInt(this.ids.length)]!;
     this.crash(id);
     const downMs = 20 + this.random.nextInt(500);
     this.scheduler.after(downMs, `restart ${id}`, () => this.restart(id));

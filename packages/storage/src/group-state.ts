@@ -1,0 +1,104 @@
+import type { Entry, HardState, Snapshot } from '@quorumq/raft';
+import { assert } from './assert.js';
+import type { WalCorruption } from './errors.js';
+import type { Checkpoint } from './kv-layout.js';
+import type { WalPosition } from './wal.js';
+
+export const EMPTY_HARD_STATE: HardState = { term: 0, vote: null, commit: 0 };
+
+/** What the driver has handed to `persist`, durable or not: used to validate the next call. */
+export interface SubmittedView {
+  readonly lastIndex: number;
+  readonly snapshotIndex: number;
+  readonly hardState: HardState;
+}
+
+/**
+ * One group's durable state in memory, plus what is needed to order and validate writes.
+ * The durable fields change only once the corresponding write is durable.
+ */
+export class GroupState {
+  member = false;
+  /** Bumped when the log is reset (snapshot install, delete): completions of writes queued
+   *  before it belong to the old log and must not touch the new one. */
+  epoch = 0;
+  floor: WalPosition | null = null;
+  checkpoint: Checkpoint | null = null;
+  snapshot: Snapshot | null = null;
+  hardState: HardState = EMPTY_HARD_STATE;
+  /** The WAL record `hardState` came from; null if it came from the checkpoint (or none). */
+  hardStatePosition: WalPosition | null = null;
+  /** Durable entries after the snapshot: contiguous, entries[i].index = snapshotIndex + 1 + i. */
+  entries: Entry[] = [];
+  /** Replay found entries missing: this group must not serve its log. */
+  damage: WalCorruption | null = null;
+  /** An earlier persist failed: the Raft core is ahead of the durable log until restored. */
+  failure: Error | null = null;
+  submitted: SubmittedView = { lastIndex: 0, snapshotIndex: 0, hardState: EMPTY_HARD_STATE };
+  /** Serializes the writes of this group that need the KV store before the WAL. */
+  lane: Promise<void> | null = null;
+
+  constructor(readonly id: string) {}
+
+  snapshotIndex(): number {
+    return this.snapshot?.meta.index ?? 0;
+  }
+
+  lastIndex(): number {
+    return this.snapshotIndex() + this.entries.length;
+  }
+
+  /** Appends durable entries; an entry at index i replaces the entries at i and after. */
+  appendDurable(entries: readonly Entry[]): void {
+    const first = entries[0];
+    if (first === undefined) return;
+    assert(first.index > this.snapshotIndex(), () => `group ${this.id}: entry ${first.index} is inside the snapshot`);
+    assert(first.index <= this.lastIndex() + 1, () => `group ${this.id}: entry ${first.index} after ${this.lastIndex()}`);
+    this.entries.length = first.index - this.snapshotIndex() - 1;
+    for (const entry of entries) this.entries.push(entry);
+  }
+
+  setDurableHardState(hardState: HardState, position: WalPosition | null): void {
+    this.hardState = hardState;
+    this.hardStatePosition = position;
+  }
+
+  /** A local snapshot is durable: entries up to its index are no longer needed. */
+  compactTo(snapshot: Snapshot): void {
+    const drop = snapshot.meta.index - this.snapshotIndex();
+    assert(drop > 0 && drop <= this.entries.length, () => `group ${this.id}: cannot compact to ${snapshot.meta.index}`);
+    this.entries = this.entries.slice(drop);
+    this.snapshot = snapshot;
+    this.submitted = { ...this.submitted, snapshotIndex: Math.max(this.submitted.snapshotIndex, snapshot.meta.index) };
+  }
+
+  /** A snapshot from the leader is durable: the log restarts after it. */
+  installSnapshot(snapshot: Snapshot, floor: WalPosition, checkpoint: Checkpoint): void {
+    this.member = true;
+    this.epoch += 1;
+    this.floor = floor;
+    this.snapshot = snapshot;
+    this.entries = [];
+    this.checkpoint = checkpoint;
+    this.setDurableHardState(checkpoint.hardState, null);
+  }
+
+  /** The group is deleted: forget everything but the floor. */
+  reset(floor: WalPosition): void {
+    this.member = false;
+    this.epoch += 1;
+    this.floor = floor;
+    this.snapshot = null;
+    this.entries = [];
+    this.checkpoint = null;
+    this.setDurableHardState(EMPTY_HARD_STATE, null);
+    this.damage = null;
+    this.failure = null;
+    this.resetSubmitted();
+  }
+
+  /** Forget what was submitted but not made durable (after a restore). */
+  resetSubmitted(): void {
+    this.submitted = { lastIndex: this.lastIndex(), snapshotIndex: this.snapshotIndex(), hardState: this.hardState };
+  }
+}

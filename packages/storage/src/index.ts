@@ -1,0 +1,58 @@
+export { assert } from './assert.js';
+export {
+  asError,
+  errnoCode,
+  GroupWriteFailedError,
+  StaleSnapshotError,
+  StorageError,
+  StorageInvariantError,
+  WalClosedError,
+  WalCorruptionError,
+  WalDiskFullError,
+  WalFatalError,
+  WalRecordTooLargeError,
+  WalWriteError,
+  type WalCorruption,
+} from './errors.js';
+export type { KvOp, KvStore } from './kv.js';
+export { KV_PREFIX, kvKey, type Checkpoint } from './kv-layout.js';
+export { LevelKvStore } from './level-kv.js';
+export { MemoryKvStore } from './memory-kv.js';
+export {
+  NodeStorage,
+  SNAPSHOT_INTERVAL_DEFAULT,
+  type NodeStorageOptions,
+  type PersistUpdate,
+  type StorageLogger,
+} from './node-storage.js';
+export { NodeWalFs } from './node-wal-fs.js';
+export {
+  encodeRecords,
+  GROUP_ID_BYTES_MAX,
+  RECORD_BYTES_MAX,
+  RECORD_BYTES_MIN,
+  RECORD_PREFIX_BYTES,
+  RecordType,
+  scanSegment,
+  VOTE_BYTES_MAX,
+  type EncodedRecords,
+  type ScannedRecord,
+  type ScanStatus,
+  type SegmentScan,
+  type WalRecord,
+} from './record.js';
+export {
+  comparePositions,
+  SEGMENT_BYTES_MAX_DEFAULT,
+  segmentFileName,
+  Wal,
+  type Enqueued,
+  type FlushStats,
+  type ReplayVisitor,
+  type SegmentSummary,
+  type TornTail,
+  type WalOptions,
+  type WalPosition,
+  type WalRecovery,
+} from './wal.js';
+export { joinPath, type WalFile, type WalFs } from './wal-fs.js';

@@ -1,0 +1,104 @@
+/**
+ * What NodeStorage keeps in the KV store, per group:
+ *
+ *   group/<id>          membership marker (empty value)
+ *   floor/<id>          JSON WalPosition: WAL records of the group before it are ignored
+ *                       (its log was reset by a snapshot install, or the group was deleted)
+ *   hardstate/<id>      JSON Checkpoint: the hard state, and the position of the WAL record
+ *                       it was copied from (null: written directly, newer than anything
+ *                       before the floor)
+ *   snapshot-meta/<id>  JSON SnapshotMeta
+ *   snapshot-data/<id>  the snapshot's bytes
+ *
+ * Values are validated when read: a malformed value is an invariant violation, not data.
+ */
+import type { ClusterConfig, HardState, SnapshotMeta } from '@quorumq/raft';
+import { assert } from './assert.js';
+import type { WalPosition } from './wal.js';
+
+export const KV_PREFIX = {
+  member: 'group/',
+  floor: 'floor/',
+  checkpoint: 'hardstate/',
+  snapshotMeta: 'snapshot-meta/',
+  snapshotData: 'snapshot-data/',
+} as const;
+
+export type KvKind = keyof typeof KV_PREFIX;
+
+export function kvKey(kind: KvKind, groupId: string): string {
+  return `${KV_PREFIX[kind]}${groupId}`;
+}
+
+/** A hard state copied out of the WAL so the segments holding it can be deleted. */
+export interface Checkpoint {
+  readonly hardState: HardState;
+  /** The WAL record it was copied from; later records override it. */
+  readonly position: WalPosition | null;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+export function encodeJson(value: unknown): Uint8Array {
+  return encoder.encode(JSON.stringify(value));
+}
+
+export const EMPTY_VALUE = new Uint8Array(0);
+
+export function decodePosition(bytes: Uint8Array, key: string): WalPosition {
+  return parsePosition(parseJson(bytes, key), key);
+}
+
+export function decodeCheckpoint(bytes: Uint8Array, key: string): Checkpoint {
+  const value = asObject(parseJson(bytes, key), key);
+  const hardState = asObject(value['hardState'], key);
+  const vote = hardState['vote'];
+  assert(vote === null || typeof vote === 'string', () => `${key}: bad vote`);
+  return {
+    hardState: { term: uint(hardState['term'], key), vote, commit: uint(hardState['commit'], key) },
+    position: value['position'] === null ? null : parsePosition(value['position'], key),
+  };
+}
+
+export function decodeSnapshotMeta(bytes: Uint8Array, key: string): SnapshotMeta {
+  const value = asObject(parseJson(bytes, key), key);
+  const config = asObject(value['config'], key);
+  const clusterConfig: ClusterConfig = {
+    voters: stringArray(config['voters'], key),
+    learners: stringArray(config['learners'], key),
+  };
+  return { index: uint(value['index'], key), term: uint(value['term'], key), config: clusterConfig };
+}
+
+function parseJson(bytes: Uint8Array, key: string): unknown {
+  try {
+    return JSON.parse(decoder.decode(bytes));
+  } catch (error) {
+    assert(false, () => `${key}: value is not JSON (${String(error)})`);
+  }
+}
+
+function parsePosition(value: unknown, key: string): WalPosition {
+  const object = asObject(value, key);
+  return { seq: uint(object['seq'], key), offset: uint(object['offset'], key) };
+}
+
+function asObject(value: unknown, key: string): Record<string, unknown> {
+  assert(isObject(value), () => `${key}: expected an object`);
+  return value;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function uint(value: unknown, key: string): number {
+  assert(typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, () => `${key}: bad integer ${String(value)}`);
+  return value;
+}
+
+function stringArray(value: unknown, key: string): string[] {
+  assert(Array.isArray(value) && value.every((item) => typeof item === 'string'), () => `${key}: expected strings`);
+  return value;
+}

@@ -1,0 +1,574 @@
+/**
+ * The durable state of one node for all of its Raft groups: a shared WAL (entries and hard
+ * states, one fsync per batch for every group) plus a KV store (membership, snapshots,
+ * hard-state checkpoints and log-reset floors, see kv-layout.ts).
+ *
+ * Replay rules, applied record by record in WAL order:
+ * - records of groups that are not members are ignored (deleted groups);
+ * - records before the group's floor are ignored (its log was reset by an installed
+ *   snapshot, or the group was deleted and created again);
+ * - entries at or below the snapshot index are ignored (compacted);
+ * - an entry at index i replaces the group's entries at i and after (a log suffix
+ *   overwritten by a new leader); an entry after a gap marks the group damaged;
+ * - a hard-state record replaces the group's hard state unless the checkpoint in the KV
+ *   store was copied from a later record.
+ *
+ * Segment deletion relies on the same rules: a closed segment can go once, for every group
+ * with records in it, those records are ignored on replay or (for entries) below the
+ * group's snapshot; hard states about to disappear are checkpointed first.
+ */
+import type { Entry, HardState, RestoredState, Snapshot } from '@quorumq/raft';
+import { assert } from './assert.js';
+import {
+  asError,
+  GroupWriteFailedError,
+  StaleSnapshotError,
+  WalClosedError,
+  WalCorruptionError,
+  type WalCorruption,
+  type WalFatalError,
+} from './errors.js';
+import { EMPTY_HARD_STATE, GroupState } from './group-state.js';
+import type { KvOp, KvStore } from './kv.js';
+import {
+  decodeCheckpoint,
+  decodePosition,
+  decodeSnapshotMeta,
+  EMPTY_VALUE,
+  encodeJson,
+  KV_PREFIX,
+  kvKey,
+  type Checkpoint,
+} from './kv-layout.js';
+import { GROUP_ID_BYTES_MAX, VOTE_BYTES_MAX, type WalRecord } from './record.js';
+import {
+  comparePositions,
+  segmentFileName,
+  Wal,
+  type FlushStats,
+  type SegmentSummary,
+  type WalPosition,
+  type WalRecovery,
+} from './wal.js';
+import type { WalFs } from './wal-fs.js';
+
+export const SNAPSHOT_INTERVAL_DEFAULT = 1024;
+
+export interface StorageLogger {
+  warn(message: string): void;
+}
+
+export interface NodeStorageOptions {
+  /** The WAL directory. */
+  readonly dir: string;
+  readonly fs: WalFs;
+  /** Owned by NodeStorage from now on: `close()` closes it. */
+  readonly kv: KvStore;
+  readonly segmentBytesMax?: number;
+  /** `shouldSnapshot` says yes once this many entries were applied since the last snapshot. */
+  readonly snapshotInterval?: number;
+  /** The WAL failed (fsync error): the node must crash and recover. */
+  readonly onFatal?: (error: WalFatalError) => void;
+  readonly scheduleFlush?: (flush: () => void) => void;
+  readonly onFlush?: (stats: FlushStats) => void;
+  /** Default: console.warn. */
+  readonly logger?: StorageLogger;
+}
+
+/** The persistence part of a Raft `Ready`. */
+export interface PersistUpdate {
+  readonly hardState: HardState | null;
+  readonly entries: readonly Entry[];
+  readonly snapshot: Snapshot | null;
+}
+
+/** What a persist needs from the KV store before its WAL records may be queued. */
+interface KvPlan {
+  readonly registerMember: boolean;
+  /** A snapshot from the leader, with the hard state to checkpoint beside it. */
+  readonly install: { readonly snapshot: Snapshot; readonly hardState: HardState } | null;
+}
+
+const consoleLogger: StorageLogger = { warn: (message) => console.warn(message) };
+const noop = (): void => {};
+
+export class NodeStorage {
+  private closed = false;
+  private closing: Promise<void> | null = null;
+  /** All KV writes run one at a time, each computing its ops from the state it finds. */
+  private kvQueue: Promise<void> = Promise.resolve();
+  private compaction: Promise<void> = Promise.resolve();
+
+  private constructor(
+    private readonly wal: Wal,
+    private readonly kv: KvStore,
+    private readonly groupStates: Map<string, GroupState>,
+    private readonly snapshotInterval: number,
+  ) {}
+
+  /**
+   * Loads the KV state, replays the WAL (cutting off a torn tail, logged and reported in
+   * `recovery`), and rebuilds every group. Corruption does not fail `open`: it is exposed
+   * as `corruption` and every group then refuses to restore.
+   */
+  static async open(options: NodeStorageOptions): Promise<NodeStorage> {
+    const snapshotInterval = options.snapshotInterval ?? SNAPSHOT_INTERVAL_DEFAULT;
+    assert(Number.isSafeInteger(snapshotInterval) && snapshotInterval >= 1, `bad snapshotInterval ${snapshotInterval}`);
+    const groups = await loadGroups(options.kv);
+    const wal = await Wal.open(
+      {
+        dir: options.dir,
+        fs: options.fs,
+        ...(options.segmentBytesMax === undefined ? {} : { segmentBytesMax: options.segmentBytesMax }),
+        ...(options.onFatal === undefined ? {} : { onFatal: options.onFatal }),
+        ...(options.scheduleFlush === undefined ? {} : { scheduleFlush: options.scheduleFlush }),
+        ...(options.onFlush === undefined ? {} : { onFlush: options.onFlush }),
+      },
+      (record, position) => replayRecord(groups, record, position),
+    );
+    for (const group of groups.values()) group.resetSubmitted();
+    logRecovery(options.logger ?? consoleLogger, wal.recovery);
+    return new NodeStorage(wal, options.kv, groups, snapshotInterval);
+  }
+
+  get recovery(): WalRecovery {
+    return this.wal.recovery;
+  }
+
+  /** Unreadable WAL bytes found before the tail, or null. */
+  get corruption(): WalCorruption | null {
+    return this.wal.corruption;
+  }
+
+  /** The WAL's next position (after every queued record). */
+  position(): WalPosition {
+    return this.wal.position();
+  }
+
+  /** The groups this node is a member of, sorted. */
+  groups(): string[] {
+    return [...this.groupStates.values()]
+      .filter((group) => group.member)
+      .map((group) => group.id)
+      .sort();
+  }
+
+  /**
+   * The group's durable state, to build its Raft node from. An unknown group restores
+   * empty. Also forgets whatever was submitted but not made durable, and clears a failed
+   * write: call it only while no persist of the group is in flight.
+   */
+  restoreGroup(groupId: string): RestoredState {
+    const corruption = this.wal.corruption;
+    if (corruption !== null) throw new WalCorruptionError(corruption, `cannot restore group ${groupId}`);
+    const group = this.groupStates.get(groupId);
+    if (group === undefined || !group.member) return { hardState: EMPTY_HARD_STATE, snapshot: null, entries: [] };
+    if (group.damage !== null) throw new WalCorruptionError(group.damage, `group ${groupId}`);
+    checkRestorable(group);
+    group.failure = null;
+    group.resetSubmitted();
+    return { hardState: group.hardState, snapshot: group.snapshot, entries: group.entries.slice() };
+  }
+
+  /**
+   * Makes a Ready's hard state, entries and snapshot durable; resolves once all of it is.
+   * A snapshot means "installed from the leader": the log restarts after it.
+   * Calls for one group must come in Ready order (they are queued in call order).
+   */
+  persist(groupId: string, update: PersistUpdate): Promise<void> {
+    let group: GroupState;
+    let plan: KvPlan;
+    try {
+      this.assertWritable();
+      group = this.groupFor(groupId);
+      this.assertGroupWritable(group);
+      plan = planUpdate(group, update);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (!plan.registerMember && plan.install === null && group.lane === null) {
+      return this.enqueueUpdate(group, update);
+    }
+    const enqueued = this.onLane(group, async () => {
+      this.assertGroupWritable(group);
+      try {
+        await this.kvStep(() => this.applyKvPlan(group, plan));
+      } catch (error) {
+        group.failure ??= asError(error); // later persists of the group were validated against this one
+        throw error;
+      }
+      return { durable: this.enqueueUpdate(group, update) };
+    });
+    return enqueued.then(({ durable }) => durable);
+  }
+
+  /**
+   * Saves a snapshot the node took itself, drops the entries it covers, then deletes the
+   * WAL segments no group needs any more. Throws StaleSnapshotError if the group already
+   * has a snapshot at or after that index.
+   */
+  async saveLocalSnapshot(groupId: string, snapshot: Snapshot): Promise<void> {
+    this.assertWritable();
+    const group = this.groupStates.get(groupId);
+    assert(group !== undefined && group.member, () => `saveLocalSnapshot: unknown group ${groupId}`);
+    await this.onLane(group, async () => {
+      this.assertGroupWritable(group);
+      await this.kvStep(() => this.writeLocalSnapshot(group, snapshot));
+    });
+    await this.compact();
+  }
+
+  /** True once `snapshotInterval` entries were applied since the group's last snapshot. */
+  shouldSnapshot(groupId: string, appliedIndex: number): boolean {
+    const snapshotIndex = this.groupStates.get(groupId)?.snapshotIndex() ?? 0;
+    return appliedIndex - snapshotIndex >= this.snapshotInterval;
+  }
+
+  /** Removes the group and all of its state; its WAL records are ignored from now on. */
+  async deleteGroup(groupId: string): Promise<void> {
+    this.assertWritable();
+    const group = this.groupStates.get(groupId);
+    if (group === undefined || !group.member) return;
+    await this.onLane(group, () => this.kvStep(() => this.writeDelete(group)));
+  }
+
+  /** Flushes what is queued and closes the WAL and the KV store. Idempotent. */
+  close(): Promise<void> {
+    this.closed = true;
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
+    await this.compaction;
+    await this.kvQueue;
+    await this.wal.close();
+    await this.kv.close();
+  }
+
+  // ------------------------------------------------------------------- writing
+
+  private assertWritable(): void {
+    if (this.closed) throw new WalClosedError('NodeStorage is closed');
+    const corruption = this.wal.corruption;
+    if (corruption !== null) throw new WalCorruptionError(corruption, 'storage is read-only until repaired');
+    const fatal = this.wal.fatalError;
+    if (fatal !== null) throw fatal;
+  }
+
+  private assertGroupWritable(group: GroupState): void {
+    if (group.damage !== null) throw new WalCorruptionError(group.damage, `group ${group.id}`);
+    if (group.failure !== null) {
+      throw new GroupWriteFailedError(
+        `an earlier persist of group ${group.id} failed (${group.failure.message}); restore the group first`,
+        { cause: group.failure },
+      );
+    }
+  }
+
+  private groupFor(groupId: string): GroupState {
+    let group = this.groupStates.get(groupId);
+    if (group === undefined) {
+      assertEncodable('group id', groupId, GROUP_ID_BYTES_MAX);
+      group = new GroupState(groupId);
+      this.groupStates.set(groupId, group);
+    }
+    return group;
+  }
+
+  /** Runs `step` after the group's earlier lane steps (KV-then-WAL writes stay in order). */
+  private onLane<T>(group: GroupState, step: () => Promise<T>): Promise<T> {
+    const result = (group.lane ?? Promise.resolve()).then(step);
+    const lane = result.then(noop, noop);
+    group.lane = lane;
+    void lane.then(() => {
+      if (group.lane === lane) group.lane = null;
+    });
+    return result;
+  }
+
+  private kvStep<T>(step: () => Promise<T>): Promise<T> {
+    const result = this.kvQueue.then(step);
+    this.kvQueue = result.then(noop, noop);
+    return result;
+  }
+
+  private async applyKvPlan(group: GroupState, plan: KvPlan): Promise<void> {
+    if (plan.install !== null) return this.writeInstall(group, plan.install.snapshot, plan.install.hardState);
+    if (group.member) return;
+    await this.kv.batch([{ type: 'put', key: kvKey('member', group.id), value: EMPTY_VALUE }], { sync: true });
+    group.member = true;
+  }
+
+  /**
+   * Saves an installed snapshot with the floor (the WAL position after everything queued
+   * so far, so every older record of the group is ignored on replay) and a checkpoint of
+   * the hard state. Its commit is the snapshot index: that much is committed (it is in the
+   * snapshot) and durable now, while entries after it are not yet.
+   */
+  private async writeInstall(group: GroupState, snapshot: Snapshot, hardState: HardState): Promise<void> {
+    const floor = this.wal.position();
+    const checkpoint: Checkpoint = {
+      hardState: { term: hardState.term, vote: hardState.vote, commit: snapshot.meta.index },
+      position: null,
+    };
+    await this.kv.batch(
+      [
+        { type: 'put', key: kvKey('member', group.id), value: EMPTY_VALUE },
+        ...snapshotOps(group.id, snapshot),
+        { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
+        { type: 'put', key: kvKey('checkpoint', group.id), value: encodeJson(checkpoint) },
+      ],
+      { sync: true },
+    );
+    group.installSnapshot(snapshot, floor, checkpoint);
+  }
+
+  private async writeLocalSnapshot(group: GroupState, snapshot: Snapshot): Promise<void> {
+    const { index, term } = snapshot.meta;
+    if (index <= group.snapshotIndex()) {
+      throw new StaleSnapshotError(`group ${group.id}: snapshot at ${index}, already have ${group.snapshotIndex()}`);
+    }
+    assert(index <= group.lastIndex(), () => `group ${group.id}: snapshot at ${index} beyond durable ${group.lastIndex()}`);
+    const covered = group.entries[index - group.snapshotIndex() - 1];
+    assert(covered?.term === term, () => `group ${group.id}: snapshot term ${term} != entry ${index}'s ${covered?.term}`);
+    await this.kv.batch(snapshotOps(group.id, snapshot), { sync: true });
+    group.compactTo(snapshot);
+  }
+
+  private async writeDelete(group: GroupState): Promise<void> {
+    if (!group.member) return;
+    const floor = this.wal.position();
+    const ops: KvOp[] = [
+      { type: 'del', key: kvKey('member', group.id) },
+      { type: 'del', key: kvKey('checkpoint', group.id) },
+      { type: 'del', key: kvKey('snapshotMeta', group.id) },
+      { type: 'del', key: kvKey('snapshotData', group.id) },
+      { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
+    ];
+    await this.kv.batch(ops, { sync: true });
+    group.reset(floor);
+  }
+
+  /** Queues the update's WAL records; the durable view advances when they are durable. */
+  private enqueueUpdate(group: GroupState, update: PersistUpdate): Promise<void> {
+    const records: WalRecord[] = update.entries.map((entry) => ({ kind: 'entry', groupId: group.id, entry }));
+    if (update.hardState !== null) records.push({ kind: 'hardState', groupId: group.id, hardState: update.hardState });
+    if (records.length === 0) return Promise.resolve();
+    const epoch = group.epoch;
+    let durable: Promise<void>;
+    try {
+      const queued = this.wal.enqueue(records, () => {
+        if (group.epoch !== epoch) return; // the log was reset meanwhile: these records are superseded
+        group.appendDurable(update.entries);
+        if (update.hardState !== null) group.setDurableHardState(update.hardState, queued.positions[records.length - 1]!);
+      });
+      durable = queued.durable;
+    } catch (error) {
+      durable = Promise.reject(error);
+    }
+    return durable.catch((error: unknown) => {
+      if (group.epoch === epoch) group.failure ??= asError(error);
+      throw error;
+    });
+  }
+
+  // ---------------------------------------------------------------- compaction
+
+  private compact(): Promise<void> {
+    const run = this.compaction.then(() => this.compactOnce());
+    this.compaction = run.then(noop, noop);
+    return run;
+  }
+
+  /** Checkpoints the hard states held by doomed segments, then deletes the segments. */
+  private async compactOnce(): Promise<void> {
+    if (this.closed || this.wal.corruption !== null || this.wal.fatalError !== null) return;
+    const doomed = await this.kvStep(async () => {
+      const seqs = this.wal
+        .segments()
+        .filter((segment) => !this.segmentNeeded(segment))
+        .map((segment) => segment.seq);
+      await this.checkpointHardStates(new Set(seqs));
+      return seqs;
+    });
+    await this.wal.deleteSegments(doomed);
+  }
+
+  private segmentNeeded(segment: SegmentSummary): boolean {
+    for (const [groupId, maxEntryIndex] of segment.groups) {
+      const group = this.groupStates.get(groupId);
+      if (group === undefined || !group.member) continue; // ignored on replay
+      if (group.floor !== null && group.floor.seq > segment.seq) continue; // all before the floor
+      if (maxEntryIndex > group.snapshotIndex()) return true;
+    }
+    return false;
+  }
+
+  private async checkpointHardStates(doomedSeqs: ReadonlySet<number>): Promise<void> {
+    const checkpoints: Array<[GroupState, Checkpoint]> = [];
+    for (const group of this.groupStates.values()) {
+      const position = group.hardStatePosition;
+      if (!group.member || position === null || !doomedSeqs.has(position.seq)) continue;
+      checkpoints.push([group, { hardState: group.hardState, position }]);
+    }
+    if (checkpoints.length === 0) return;
+    const ops: KvOp[] = checkpoints.map(([group, checkpoint]) => ({
+      type: 'put',
+      key: kvKey('checkpoint', group.id),
+      value: encodeJson(checkpoint),
+    }));
+    await this.kv.batch(ops, { sync: true });
+    for (const [group, checkpoint] of checkpoints) group.checkpoint = checkpoint;
+  }
+}
+
+// ------------------------------------------------------------------- validation
+
+/**
+ * Checks an update against what was submitted before (not only what is durable: several
+ * persists of a group can be in flight) and advances the submitted view.
+ */
+function planUpdate(group: GroupState, update: PersistUpdate): KvPlan {
+  const { entries, hardState, snapshot } = update;
+  const before = group.submitted;
+  checkContiguous(group.id, entries);
+  const first = entries[0];
+  if (snapshot !== null) {
+    assert(snapshot.meta.index > before.snapshotIndex, () => `group ${group.id}: installing an older snapshot`);
+    assert(first === undefined || first.index === snapshot.meta.index + 1, () => `group ${group.id}: entries must follow the snapshot`);
+  } else if (first !== undefined) {
+    assert(first.index > before.snapshotIndex, () => `group ${group.id}: entry ${first.index} is inside the snapshot`);
+    assert(first.index <= before.lastIndex + 1, () => `group ${group.id}: entry ${first.index} after ${before.lastIndex}: gap`);
+  }
+  const lastIndex = entries[entries.length - 1]?.index ?? snapshot?.meta.index ?? before.lastIndex;
+  if (hardState !== null) checkHardStateTransition(group.id, before.hardState, hardState, lastIndex);
+  group.submitted = {
+    lastIndex,
+    snapshotIndex: snapshot?.meta.index ?? before.snapshotIndex,
+    hardState: hardState ?? before.hardState,
+  };
+  return {
+    registerMember: !group.member,
+    install: snapshot === null ? null : { snapshot, hardState: hardState ?? before.hardState },
+  };
+}
+
+/** The string survives UTF-8 (no lone surrogates): replay must see the same id. */
+function assertEncodable(what: string, value: string, bytesMax: number): void {
+  const bytes = Buffer.from(value, 'utf8');
+  assert(bytes.length > 0 && bytes.length <= bytesMax, () => `bad ${what} (${bytes.length} bytes)`);
+  assert(bytes.toString('utf8') === value, () => `${what} is not well-formed UTF-16: ${JSON.stringify(value)}`);
+}
+
+function checkContiguous(groupId: string, entries: readonly Entry[]): void {
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
+    assert(Number.isSafeInteger(entry.index) && entry.index >= 1, () => `group ${groupId}: bad entry index ${entry.index}`);
+    const previous = entries[i - 1];
+    assert(previous === undefined || entry.index === previous.index + 1, () => `group ${groupId}: entries not contiguous at ${entry.index}`);
+  }
+}
+
+/** Raft safety: terms never go back, one vote per term, commit never goes back. */
+function checkHardStateTransition(groupId: string, before: HardState, after: HardState, lastIndex: number): void {
+  assert(after.term >= before.term, () => `group ${groupId}: term ${after.term} < ${before.term}`);
+  assert(
+    after.term > before.term || before.vote === null || after.vote === before.vote,
+    () => `group ${groupId}: vote changed from ${before.vote} to ${after.vote} in term ${after.term}`,
+  );
+  assert(after.commit >= before.commit, () => `group ${groupId}: commit ${after.commit} < ${before.commit}`);
+  assert(after.commit <= lastIndex, () => `group ${groupId}: commit ${after.commit} beyond last index ${lastIndex}`);
+  if (after.vote !== null && after.vote !== before.vote) assertEncodable('vote', after.vote, VOTE_BYTES_MAX);
+}
+
+function checkRestorable(group: GroupState): void {
+  const base = group.snapshotIndex();
+  group.entries.forEach((entry, i) => {
+    assert(entry.index === base + 1 + i, () => `group ${group.id}: entries not contiguous at ${entry.index}`);
+  });
+  assert(
+    group.hardState.commit <= group.lastIndex(),
+    () => `group ${group.id}: commit ${group.hardState.commit} beyond last index ${group.lastIndex()}`,
+  );
+}
+
+function snapshotOps(groupId: string, snapshot: Snapshot): KvOp[] {
+  return [
+    { type: 'put', key: kvKey('snapshotMeta', groupId), value: encodeJson(snapshot.meta) },
+    { type: 'put', key: kvKey('snapshotData', groupId), value: snapshot.data },
+  ];
+}
+
+// ---------------------------------------------------------------------- loading
+
+async function loadGroups(kv: KvStore): Promise<Map<string, GroupState>> {
+  const groups = new Map<string, GroupState>();
+  const groupOf = (key: string, prefix: string): GroupState => {
+    const id = key.slice(prefix.length);
+    let group = groups.get(id);
+    if (group === undefined) {
+      group = new GroupState(id);
+      groups.set(id, group);
+    }
+    return group;
+  };
+  for (const [key] of await kv.scan(KV_PREFIX.member)) groupOf(key, KV_PREFIX.member).member = true;
+  for (const [key, value] of await kv.scan(KV_PREFIX.floor)) {
+    groupOf(key, KV_PREFIX.floor).floor = decodePosition(value, key);
+  }
+  for (const [key, value] of await kv.scan(KV_PREFIX.checkpoint)) {
+    const group = groupOf(key, KV_PREFIX.checkpoint);
+    group.checkpoint = decodeCheckpoint(value, key);
+    group.setDurableHardState(group.checkpoint.hardState, null);
+  }
+  const data = new Map(await kv.scan(KV_PREFIX.snapshotData));
+  for (const [key, value] of await kv.scan(KV_PREFIX.snapshotMeta)) {
+    const group = groupOf(key, KV_PREFIX.snapshotMeta);
+    const bytes = data.get(kvKey('snapshotData', group.id));
+    assert(bytes !== undefined, () => `snapshot of group ${group.id} has meta but no data`);
+    group.snapshot = { meta: decodeSnapshotMeta(value, key), data: bytes };
+  }
+  return groups;
+}
+
+function replayRecord(groups: ReadonlyMap<string, GroupState>, record: WalRecord, position: WalPosition): void {
+  const group = groups.get(record.groupId);
+  if (group === undefined || !group.member) return;
+  if (group.floor !== null && comparePositions(position, group.floor) < 0) return;
+  if (record.kind === 'hardState') {
+    const checkpointed = group.checkpoint?.position;
+    if (checkpointed !== undefined && checkpointed !== null && comparePositions(position, checkpointed) <= 0) return;
+    group.setDurableHardState(record.hardState, position);
+    return;
+  }
+  const { entry } = record;
+  if (group.damage !== null || entry.index <= group.snapshotIndex()) return;
+  if (entry.index > group.lastIndex() + 1) {
+    group.damage = {
+      segment: position.seq,
+      file: segmentFileName(position.seq),
+      offset: position.offset,
+      reason: `entry ${entry.index} follows ${group.lastIndex()}: entries are missing`,
+    };
+    return;
+  }
+  // Copy the data out of the segment buffer so that buffer can be freed.
+  group.appendDurable([{ index: entry.index, term: entry.term, type: entry.type, data: new Uint8Array(entry.data) }]);
+}
+
+function logRecovery(logger: StorageLogger, recovery: WalRecovery): void {
+  const { truncated, corruption } = recovery;
+  if (truncated !== null) {
+    logger.warn(
+      `WAL: cut a torn tail off segment ${truncated.segment} (${truncated.file}) at offset ${truncated.offset}: ` +
+        `${truncated.bytesDiscarded} bytes discarded (${truncated.reason})`,
+    );
+  }
+  if (corruption !== null) {
+    logger.warn(
+      `WAL: CORRUPTION in segment ${corruption.segment} (${corruption.file}) at offset ${corruption.offset}: ` +
+        `${corruption.reason}; no group will restore until repaired`,
+    );
+  }
+}

@@ -1,0 +1,628 @@
+/**
+ * The node's write-ahead log, shared by all of its Raft groups.
+ *
+ * Segments: files named by a zero-padded sequence number. A record never straddles two
+ * segments; the WAL moves to a new segment when the next record would push the current one
+ * past `segmentBytesMax` (a record larger than that gets a segment of its own). A segment
+ * is made durable before the next one is created, so only the last segment can have a
+ * torn tail.
+ *
+ * Group commit: `enqueue`/`append` encode the records at once and queue them. Everything
+ * queued in one event-loop turn goes out in ONE writev and ONE datasync; while that flush
+ * is in flight new records queue up and go out together in the next one. A promise
+ * resolves only after the datasync covering its records returned.
+ *
+ * Positions: every record gets its (segment, offset) when it is queued, not when it is
+ * written, so `position()` is exact even with records still queued. Positions never go
+ * backwards, not even after a failed write (the WAL then moves on to a fresh segment), so
+ * a position handed out once is never reused by a different record.
+ *
+ * Failures: a failed datasync is fatal (state `failed`, every pending and future append
+ * rejects with WalFatalError, `onFatal` fires): the kernel may have dropped the dirty pages
+ * and there is no honest way to retry. A failed write (ENOSPC...) is truncated away and
+ * the batch rejected with WalDiskFullError/WalWriteError, together with everything queued
+ * behind it (it may depend on the failed records); if the truncate fails, that is fatal.
+ */
+import { assert } from './assert.js';
+import {
+  describeError,
+  errnoCode,
+  WalClosedError,
+  WalCorruptionError,
+  WalDiskFullError,
+  WalFatalError,
+  WalWriteError,
+  type WalCorruption,
+} from './errors.js';
+import { encodeRecords, RECORD_BYTES_MIN, scanSegment, type EncodedRecords, type WalRecord } from './record.js';
+import { joinPath, type WalFile, type WalFs } from './wal-fs.js';
+
+export const SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024;
+const SEGMENT_NAME_DIGITS = 16;
+const SEGMENT_NAME = /^(\d{16})\.wal$/;
+
+/** Where a record starts: segment sequence number, byte offset in that segment. */
+export interface WalPosition {
+  readonly seq: number;
+  readonly offset: number;
+}
+
+export function comparePositions(a: WalPosition, b: WalPosition): number {
+  return a.seq !== b.seq ? a.seq - b.seq : a.offset - b.offset;
+}
+
+export function segmentFileName(seq: number): string {
+  return `${String(seq).padStart(SEGMENT_NAME_DIGITS, '0')}.wal`;
+}
+
+/** A torn tail cut off during recovery. */
+export interface TornTail {
+  readonly segment: number;
+  readonly file: string;
+  /** The segment's length after truncation. */
+  readonly offset: number;
+  readonly bytesDiscarded: number;
+  readonly reason: string;
+}
+
+export interface WalRecovery {
+  readonly segments: number;
+  readonly records: number;
+  readonly truncated: TornTail | null;
+  readonly corruption: WalCorruption | null;
+}
+
+/** Reported after each successful flush (metrics, benchmarks). */
+export interface FlushStats {
+  readonly appends: number;
+  readonly records: number;
+  readonly bytes: number;
+  /** Segments written (2+ when the flush crossed a segment boundary). */
+  readonly segments: number;
+}
+
+/** What compaction needs to know about a closed segment. */
+export interface SegmentSummary {
+  readonly seq: number;
+  readonly bytes: number;
+  /** Per group with records here: its highest entry index here (0 if only hard states). */
+  readonly groups: ReadonlyMap<string, number>;
+}
+
+export interface WalOptions {
+  readonly dir: string;
+  readonly fs: WalFs;
+  readonly segmentBytesMax?: number;
+  /** Called once when the WAL fails; the node must crash and recover. */
+  readonly onFatal?: (error: WalFatalError) => void;
+  /** How to run the flush "at the end of this turn". Default: setImmediate. */
+  readonly scheduleFlush?: (flush: () => void) => void;
+  readonly onFlush?: (stats: FlushStats) => void;
+}
+
+/** Called for every valid record during recovery, in log order. */
+export type ReplayVisitor = (record: WalRecord, position: WalPosition) => void;
+
+export interface Enqueued {
+  /** Where each record will be, in order. */
+  readonly positions: readonly WalPosition[];
+  /** Resolves once every record is durable. */
+  readonly durable: Promise<void>;
+}
+
+type WalState =
+  | { readonly kind: 'open' }
+  | { readonly kind: 'closing' }
+  | { readonly kind: 'closed' }
+  | { readonly kind: 'failed'; readonly error: WalFatalError }
+  | { readonly kind: 'corrupt'; readonly corruption: WalCorruption };
+
+/** Per-segment bookkeeping: size and, per group, the highest entry index it holds. */
+class Segment implements SegmentSummary {
+  bytes = 0;
+  readonly groups = new Map<string, number>();
+
+  constructor(readonly seq: number) {}
+
+  note(record: WalRecord): void {
+    notePerGroup(this.groups, record);
+  }
+
+  absorb(chunk: Chunk): void {
+    this.bytes += chunk.bytes;
+    for (const [groupId, index] of chunk.groups) {
+      this.groups.set(groupId, Math.max(index, this.groups.get(groupId) ?? 0));
+    }
+  }
+}
+
+/** Queued bytes that go to one segment, starting at `offset`. */
+class Chunk {
+  readonly bufs: Buffer[] = [];
+  bytes = 0;
+  readonly groups = new Map<string, number>();
+
+  constructor(
+    readonly seq: number,
+    readonly offset: number,
+  ) {}
+
+  add(buf: Buffer): void {
+    this.bufs.push(buf);
+    this.bytes += buf.length;
+  }
+
+  note(record: WalRecord): void {
+    notePerGroup(this.groups, record);
+  }
+}
+
+function notePerGroup(groups: Map<string, number>, record: WalRecord): void {
+  const index = record.kind === 'entry' ? record.entry.index : 0;
+  groups.set(record.groupId, Math.max(index, groups.get(record.groupId) ?? 0));
+}
+
+interface Pending {
+  readonly records: number;
+  readonly onDurable: (() => void) | undefined;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+export class Wal {
+  private state: WalState = { kind: 'open' };
+  private active: Segment;
+  private activeFile: WalFile | null;
+  /** Segments before the active one, by seq (ascending insertion order). */
+  private readonly closedSegments = new Map<number, Segment>();
+  /** Where the next queued record goes. */
+  private nextSeq: number;
+  private nextOffset: number;
+  private queue: Chunk[] = [];
+  private pending: Pending[] = [];
+  private flushing = false;
+  private flushScheduled = false;
+  /** First segment the in-flight flush writes to: its records are not acknowledged yet. */
+  private inFlightFirstSeq: number | null = null;
+  private idleWaiters: Array<() => void> = [];
+  private closing: Promise<void> | null = null;
+  private readonly segmentBytesMax: number;
+  private readonly scheduleFlush: (flush: () => void) => void;
+
+  private constructor(
+    private readonly options: WalOptions,
+    readonly recovery: WalRecovery,
+    active: Segment,
+    activeFile: WalFile | null,
+  ) {
+    this.segmentBytesMax = options.segmentBytesMax ?? SEGMENT_BYTES_MAX_DEFAULT;
+    this.scheduleFlush = options.scheduleFlush ?? ((flush) => setImmediate(flush));
+    this.active = active;
+    this.activeFile = activeFile;
+    this.nextSeq = active.seq;
+    this.nextOffset = active.bytes;
+  }
+
+  /**
+   * Replays every segment in order through `visit`, cuts off a torn tail, and opens the
+   * last segment for appending. On corruption the WAL opens read-only (state `corrupt`):
+   * nothing is truncated, nothing can be appended.
+   */
+  static async open(options: WalOptions, visit: ReplayVisitor): Promise<Wal> {
+    const segmentBytesMax = options.segmentBytesMax ?? SEGMENT_BYTES_MAX_DEFAULT;
+    assert(
+      Number.isSafeInteger(segmentBytesMax) && segmentBytesMax >= RECORD_BYTES_MIN,
+      () => `bad segmentBytesMax ${segmentBytesMax}`,
+    );
+    const { fs, dir } = options;
+    await fs.mkdirp(dir);
+    const seqs = (await fs.list(dir)).flatMap((name) => {
+      const match = SEGMENT_NAME.exec(name);
+      return match === null ? [] : [Number(match[1])];
+    });
+    seqs.sort((a, b) => a - b);
+    const replay = await replaySegments(fs, dir, seqs, visit);
+    const last = replay.segments[replay.segments.length - 1];
+    if (replay.recovery.corruption !== null) {
+      const wal = new Wal(options, replay.recovery, last ?? new Segment(0), null);
+      wal.state = { kind: 'corrupt', corruption: replay.recovery.corruption };
+      return wal;
+    }
+    const { active, file } = await openActiveSegment(fs, dir, last, replay.recovery.truncated);
+    const wal = new Wal(options, replay.recovery, active, file);
+    for (const segment of replay.segments) if (segment !== active) wal.closedSegments.set(segment.seq, segment);
+    return wal;
+  }
+
+  get corruption(): WalCorruption | null {
+    return this.state.kind === 'corrupt' ? this.state.corruption : null;
+  }
+
+  get fatalError(): WalFatalError | null {
+    return this.state.kind === 'failed' ? this.state.error : null;
+  }
+
+  /** Where the next record will go: after every record queued so far. */
+  position(): WalPosition {
+    return { seq: this.nextSeq, offset: this.nextOffset };
+  }
+
+  /**
+   * Queues records for the next flush. Throws (synchronously) if the WAL cannot accept
+   * them. `onDurable` runs synchronously when the records are durable, before the promise
+   * resolves and before the flush is over, so bookkeeping that depends on durability can
+   * never be observed half-done.
+   */
+  enqueue(records: readonly WalRecord[], onDurable?: () => void): Enqueued {
+    this.assertAppendable();
+    assert(records.length > 0, 'enqueue of no records');
+    const positions = this.place(records, encodeRecords(records));
+    const durable = new Promise<void>((resolve, reject) => {
+      this.pending.push({ records: records.length, onDurable, resolve, reject });
+    });
+    this.kick();
+    return { positions, durable };
+  }
+
+  append(records: readonly WalRecord[]): Promise<void> {
+    try {
+      return this.enqueue(records).durable;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Closed segments whose every record is acknowledged (the in-flight flush's are not),
+   * ascending: the candidates for deletion.
+   */
+  segments(): SegmentSummary[] {
+    const below = this.inFlightFirstSeq ?? this.active.seq;
+    return [...this.closedSegments.values()].filter((segment) => segment.seq < below);
+  }
+
+  /** Deletes closed segments (see `segments()`), then makes the deletions durable. */
+  async deleteSegments(seqs: readonly number[]): Promise<void> {
+    if (seqs.length === 0) return;
+    const below = this.inFlightFirstSeq ?? this.active.seq;
+    for (const seq of seqs) {
+      assert(this.closedSegments.has(seq) && seq < below, () => `segment ${seq} is not deletable`);
+      await this.tryIo(() => this.options.fs.unlink(this.pathOf(seq)), `deleting segment ${seq}`);
+      this.closedSegments.delete(seq);
+    }
+    await this.tryIo(() => this.options.fs.syncDir(this.options.dir), 'syncing the WAL directory');
+  }
+
+  /** Flushes what is queued, then closes the active segment. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
+    if (this.state.kind === 'open') {
+      this.state = { kind: 'closing' };
+      await this.whenIdle();
+    }
+    const file = this.activeFile;
+    this.activeFile = null;
+    if (this.state.kind === 'closing') this.state = { kind: 'closed' };
+    if (file === null) return;
+    if (this.state.kind === 'failed') await closeQuietly(file);
+    else await file.close();
+  }
+
+  // --------------------------------------------------------------------- queueing
+
+  private assertAppendable(): void {
+    switch (this.state.kind) {
+      case 'open':
+        return;
+      case 'failed':
+        throw this.state.error;
+      case 'corrupt':
+        throw new WalCorruptionError(this.state.corruption, 'the WAL is read-only');
+      default:
+        throw new WalClosedError('the WAL is closed');
+    }
+  }
+
+  /** Assigns each record its position and queues its bytes in the chunk for that segment. */
+  private place(records: readonly WalRecord[], encoded: EncodedRecords): WalPosition[] {
+    const positions: WalPosition[] = [];
+    let chunk: Chunk | null = null;
+    let runStart = 0;
+    let at = 0;
+    for (let i = 0; i < records.length; i++) {
+      const size = encoded.sizes[i]!;
+      if (this.nextOffset > 0 && this.nextOffset + size > this.segmentBytesMax) {
+        this.nextSeq += 1;
+        this.nextOffset = 0;
+      }
+      if (chunk === null || chunk.seq !== this.nextSeq) {
+        if (chunk !== null) chunk.add(encoded.buf.subarray(runStart, at));
+        runStart = at;
+        chunk = this.tailChunk();
+      }
+      positions.push({ seq: this.nextSeq, offset: this.nextOffset });
+      chunk.note(records[i]!);
+      this.nextOffset += size;
+      at += size;
+    }
+    assert(chunk !== null, 'no chunk');
+    chunk.add(encoded.buf.subarray(runStart, at));
+    return positions;
+  }
+
+  private tailChunk(): Chunk {
+    const last = this.queue[this.queue.length - 1];
+    if (last !== undefined && last.seq === this.nextSeq) {
+      assert(last.offset + last.bytes === this.nextOffset, 'queued chunk does not end at the next position');
+      return last;
+    }
+    const chunk = new Chunk(this.nextSeq, this.nextOffset);
+    this.queue.push(chunk);
+    return chunk;
+  }
+
+  private kick(): void {
+    if (this.flushing || this.flushScheduled) return;
+    this.flushScheduled = true;
+    this.scheduleFlush(() => {
+      this.flushScheduled = false;
+      void this.runFlushes();
+    });
+  }
+
+  private whenIdle(): Promise<void> {
+    if (!this.flushing && !this.flushScheduled && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  // --------------------------------------------------------------------- flushing
+
+  /** Flushes batch after batch until nothing is queued. Never throws. */
+  private async runFlushes(): Promise<void> {
+    if (this.flushing) return;
+    this.flushing = true;
+    while (this.queue.length > 0 && (this.state.kind === 'open' || this.state.kind === 'closing')) {
+      const chunks = this.queue;
+      const pending = this.pending;
+      this.queue = [];
+      this.pending = [];
+      await this.flushBatch(chunks, pending);
+    }
+    this.flushing = false;
+    if (!this.flushScheduled) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  }
+
+  private async flushBatch(chunks: readonly Chunk[], pending: readonly Pending[]): Promise<void> {
+    this.inFlightFirstSeq = chunks[0]!.seq;
+    let error: Error | null = null;
+    try {
+      for (const chunk of chunks) {
+        error = await this.writeChunk(chunk);
+        if (error !== null) break;
+      }
+    } catch (bug) {
+      error = this.fail('unexpected error while flushing', bug);
+    }
+    if (error !== null) {
+      this.inFlightFirstSeq = null;
+      for (const p of pending) p.reject(error);
+      return;
+    }
+    for (const p of pending) settle(p);
+    this.inFlightFirstSeq = null;
+    this.options.onFlush?.(flushStats(chunks, pending));
+  }
+
+  /** Writes and datasyncs one chunk; returns the error that fails the batch, if any. */
+  private async writeChunk(chunk: Chunk): Promise<Error | null> {
+    if (chunk.seq !== this.active.seq) {
+      const error = await this.roll(chunk.seq);
+      if (error !== null) return error;
+    }
+    const file = this.activeFile;
+    assert(file !== null, 'no active segment file');
+    assert(this.active.bytes === chunk.offset, () => `chunk at ${chunk.offset}, segment ends at ${this.active.bytes}`);
+    try {
+      await file.writev(chunk.bufs);
+    } catch (cause) {
+      return this.undoWrite(file, chunk, cause);
+    }
+    this.active.absorb(chunk);
+    try {
+      await file.datasync();
+    } catch (cause) {
+      return this.fail(`fdatasync of segment ${chunk.seq} failed`, cause);
+    }
+    return null;
+  }
+
+  /**
+   * Cuts the segment back to where the chunk started, and makes that durable: otherwise a
+   * crash could bring the partial write back as garbage in a segment that is no longer the
+   * last one, which recovery would rightly call corruption.
+   */
+  private async undoWrite(file: WalFile, chunk: Chunk, cause: unknown): Promise<Error> {
+    try {
+      await file.truncate(chunk.offset);
+      await file.datasync();
+    } catch (truncateCause) {
+      return this.fail(
+        `write to segment ${chunk.seq} failed (${describeError(cause)}) and truncating it back to ${chunk.offset} failed`,
+        truncateCause,
+      );
+    }
+    const error = writeError(`write of ${chunk.bytes} bytes to segment ${chunk.seq} failed, rolled back`, cause);
+    this.abandonQueue(error);
+    return error;
+  }
+
+  /**
+   * Rejects everything queued behind a failed batch, and moves the next position to a new
+   * segment so that no position handed out for a rejected record is ever reused.
+   */
+  private abandonQueue(error: Error): void {
+    const pending = this.pending;
+    this.pending = [];
+    this.queue = [];
+    for (const p of pending) p.reject(error);
+    this.nextSeq += 1;
+    this.nextOffset = 0;
+  }
+
+  /**
+   * Starts segment `seq`. The current one is fully durable here (its last chunk was
+   * datasynced), which is what lets recovery call any torn non-last segment corrupt.
+   */
+  private async roll(seq: number): Promise<Error | null> {
+    assert(seq > this.active.seq, () => `roll from segment ${this.active.seq} to ${seq}`);
+    let file: WalFile;
+    try {
+      file = await this.options.fs.openAppend(this.pathOf(seq));
+    } catch (cause) {
+      const error = writeError(`creating segment ${seq} failed`, cause);
+      this.abandonQueue(error);
+      return error;
+    }
+    const previous = this.activeFile;
+    try {
+      await this.options.fs.syncDir(this.options.dir);
+      if (previous !== null) await previous.close();
+    } catch (cause) {
+      await closeQuietly(file); // we are failing anyway; the first error is the one to report
+      return this.fail(`starting segment ${seq} failed`, cause);
+    }
+    this.closedSegments.set(this.active.seq, this.active);
+    this.active = new Segment(seq);
+    this.activeFile = file;
+    return null;
+  }
+
+  /** Enters the failed state (once) and rejects everything queued. */
+  private fail(message: string, cause: unknown): WalFatalError {
+    if (this.state.kind === 'failed') return this.state.error;
+    const error = new WalFatalError(`${message}: ${describeError(cause)}`, { cause });
+    this.state = { kind: 'failed', error };
+    const pending = this.pending;
+    this.pending = [];
+    this.queue = [];
+    for (const p of pending) p.reject(error);
+    const onFatal = this.options.onFatal;
+    if (onFatal !== undefined) {
+      try {
+        onFatal(error);
+      } catch (callbackError) {
+        queueMicrotask(() => {
+          throw callbackError; // a bug in the callback must not be mistaken for a WAL state
+        });
+      }
+    }
+    return error;
+  }
+
+  private async tryIo(op: () => Promise<void>, what: string): Promise<void> {
+    try {
+      await op();
+    } catch (cause) {
+      throw writeError(`${what} failed`, cause);
+    }
+  }
+
+  private pathOf(seq: number): string {
+    return joinPath(this.options.dir, segmentFileName(seq));
+  }
+}
+
+function settle(p: Pending): void {
+  try {
+    p.onDurable?.();
+  } catch (error) {
+    p.reject(error);
+    return;
+  }
+  p.resolve();
+}
+
+function flushStats(chunks: readonly Chunk[], pending: readonly Pending[]): FlushStats {
+  let records = 0;
+  let bytes = 0;
+  for (const p of pending) records += p.records;
+  for (const chunk of chunks) bytes += chunk.bytes;
+  return { appends: pending.length, records, bytes, segments: chunks.length };
+}
+
+function writeError(message: string, cause: unknown): WalWriteError {
+  const code = errnoCode(cause);
+  const full = `${message}: ${describeError(cause)}`;
+  return code === 'ENOSPC' || code === 'EDQUOT' ? new WalDiskFullError(full, { cause }) : new WalWriteError(full, { cause });
+}
+
+async function closeQuietly(file: WalFile): Promise<void> {
+  try {
+    await file.close();
+  } catch {
+    // Only called on paths that already report a more important error.
+  }
+}
+
+interface Replay {
+  readonly segments: Segment[];
+  readonly recovery: WalRecovery;
+}
+
+/** Scans segments in order; stops at the first corruption. */
+async function replaySegments(fs: WalFs, dir: string, seqs: readonly number[], visit: ReplayVisitor): Promise<Replay> {
+  const segments: Segment[] = [];
+  let records = 0;
+  let truncated: TornTail | null = null;
+  let corruption: WalCorruption | null = null;
+  for (let i = 0; i < seqs.length && corruption === null; i++) {
+    const seq = seqs[i]!;
+    const file = segmentFileName(seq);
+    const bytes = await fs.readFile(joinPath(dir, file));
+    const scan = scanSegment(bytes, i === seqs.length - 1);
+    const segment = new Segment(seq);
+    for (const { record, offset } of scan.records) {
+      visit(record, { seq, offset });
+      segment.note(record);
+    }
+    segment.bytes = scan.validBytes;
+    segments.push(segment);
+    records += scan.records.length;
+    const reason = scan.reason ?? '';
+    if (scan.status === 'corrupt') corruption = { segment: seq, file, offset: scan.validBytes, reason };
+    if (scan.status === 'torn') {
+      truncated = { segment: seq, file, offset: scan.validBytes, bytesDiscarded: bytes.length - scan.validBytes, reason };
+    }
+  }
+  return { segments, recovery: { segments: seqs.length, records, truncated, corruption } };
+}
+
+/** Opens the last segment (cutting off a torn tail, durably) or creates the first one. */
+async function openActiveSegment(
+  fs: WalFs,
+  dir: string,
+  last: Segment | undefined,
+  truncated: TornTail | null,
+): Promise<{ active: Segment; file: WalFile }> {
+  if (last === undefined) {
+    const active = new Segment(1);
+    const file = await fs.openAppend(joinPath(dir, segmentFileName(active.seq)));
+    await fs.syncDir(dir);
+    return { active, file };
+  }
+  const file = await fs.openAppend(joinPath(dir, segmentFileName(last.seq)));
+  if (truncated !== null) {
+    assert(truncated.segment === last.seq, 'torn tail outside the last segment');
+    await file.truncate(truncated.offset);
+    await file.datasync();
+  }
+  return { active: last, file };
+}

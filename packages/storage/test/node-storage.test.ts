@@ -1,0 +1,351 @@
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { HardState, RestoredState, Snapshot } from '@quorumq/raft';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  GroupWriteFailedError,
+  StaleSnapshotError,
+  StorageInvariantError,
+  WalCorruptionError,
+  WalDiskFullError,
+} from '../src/errors.js';
+import type { KvStore } from '../src/kv.js';
+import { LevelKvStore } from '../src/level-kv.js';
+import { MemoryKvStore } from '../src/memory-kv.js';
+import { NodeStorage, type NodeStorageOptions } from '../src/node-storage.js';
+import { NodeWalFs } from '../src/node-wal-fs.js';
+import { scanSegment } from '../src/record.js';
+import { segmentFileName } from '../src/wal.js';
+import type { WalFs } from '../src/wal-fs.js';
+import {
+  bytesOf,
+  dirBytes,
+  entries,
+  errnoError,
+  InstrumentedFs,
+  plainEntries,
+  removeTempDirs,
+  tempDir,
+  textOf,
+  walFiles,
+} from './helpers.js';
+
+afterEach(removeTempDirs);
+
+const quiet = { warn: () => {} };
+const config = { voters: ['n1', 'n2', 'n3'], learners: [] };
+
+interface Node {
+  dir: string;
+  storage: NodeStorage;
+  reopen(options?: Partial<NodeStorageOptions>): Promise<NodeStorage>;
+}
+
+/** A node over the real disk: WAL in <dir>/wal, LevelDB in <dir>/kv. */
+async function openNode(options: Partial<NodeStorageOptions> = {}): Promise<Node> {
+  const dir = await tempDir('node');
+  const open = async (more: Partial<NodeStorageOptions> = {}): Promise<NodeStorage> =>
+    NodeStorage.open({
+      dir: join(dir, 'wal'),
+      fs: new NodeWalFs(),
+      kv: await LevelKvStore.open(join(dir, 'kv')),
+      logger: quiet,
+      ...options,
+      ...more,
+    });
+  const node: Node = {
+    dir,
+    storage: await open(),
+    async reopen(more = {}) {
+      await node.storage.close();
+      node.storage = await open(more);
+      return node.storage;
+    },
+  };
+  return node;
+}
+
+function hs(term: number, commit: number, vote: string | null = null): HardState {
+  return { term, vote, commit };
+}
+
+function snapshotAt(index: number, term: number, text = `state@${index}`): Snapshot {
+  return { meta: { index, term, config }, data: bytesOf(text) };
+}
+
+function summary(state: RestoredState): unknown {
+  return {
+    hardState: state.hardState,
+    snapshot: state.snapshot === null ? null : { meta: state.snapshot.meta, data: textOf(state.snapshot.data) },
+    entries: plainEntries(state.entries),
+  };
+}
+
+describe('NodeStorage', { timeout: 60_000 }, () => {
+  it('round-trips hard state and entries of several groups through a restart', async () => {
+    const node = await openNode();
+    const s = node.storage;
+    await Promise.all([
+      s.persist('a', { hardState: hs(1, 0, 'n1'), entries: entries(1, 3, 1), snapshot: null }),
+      s.persist('b', { hardState: hs(4, 0), entries: entries(1, 1, 4), snapshot: null }),
+      s.persist('c', { hardState: hs(2, 0, 'n3'), entries: [], snapshot: null }),
+    ]);
+    await s.persist('a', { hardState: hs(1, 3, 'n1'), entries: entries(4, 5, 1), snapshot: null });
+    const before = ['a', 'b', 'c'].map((g) => summary(s.restoreGroup(g)));
+    expect(before[0]).toEqual({ hardState: hs(1, 3, 'n1'), snapshot: null, entries: plainEntries(entries(1, 5, 1)) });
+    const reopened = await node.reopen();
+    expect(reopened.groups()).toEqual(['a', 'b', 'c']);
+    expect(['a', 'b', 'c'].map((g) => summary(reopened.restoreGroup(g)))).toEqual(before);
+    expect(summary(reopened.restoreGroup('unknown'))).toEqual({ hardState: hs(0, 0), snapshot: null, entries: [] });
+    await reopened.close();
+  });
+
+  it('lets later entries overwrite a suffix of the log', async () => {
+    const node = await openNode();
+    await node.storage.persist('a', { hardState: hs(1, 2), entries: entries(1, 10, 1), snapshot: null });
+    await node.storage.persist('a', { hardState: hs(2, 2), entries: entries(6, 8, 2), snapshot: null });
+    const expected = plainEntries([...entries(1, 5, 1), ...entries(6, 8, 2)]);
+    expect(plainEntries(node.storage.restoreGroup('a').entries)).toEqual(expected);
+    const reopened = await node.reopen();
+    expect(plainEntries(reopened.restoreGroup('a').entries)).toEqual(expected);
+    expect(reopened.restoreGroup('a').hardState).toEqual(hs(2, 2));
+    await reopened.close();
+  });
+
+  it('hides every older record of a group after a snapshot install (resetLog)', async () => {
+    const node = await openNode();
+    const s = node.storage;
+    await s.persist('a', { hardState: hs(1, 20, 'n2'), entries: entries(1, 60, 1), snapshot: null });
+    await s.persist('b', { hardState: hs(1, 1), entries: entries(1, 2, 1), snapshot: null });
+    // The leader's snapshot at 50 (term 3) conflicts with our log: all of it goes,
+    // including our entries 51..60 above the snapshot index.
+    await s.persist('a', { hardState: hs(3, 50), entries: [], snapshot: snapshotAt(50, 3) });
+    const expected = {
+      hardState: hs(3, 50),
+      snapshot: { meta: snapshotAt(50, 3).meta, data: 'state@50' },
+      entries: [],
+    };
+    expect(summary(s.restoreGroup('a'))).toEqual(expected);
+    let reopened = await node.reopen();
+    expect(summary(reopened.restoreGroup('a'))).toEqual(expected);
+    expect(plainEntries(reopened.restoreGroup('b').entries)).toEqual(plainEntries(entries(1, 2, 1)));
+    await reopened.persist('a', { hardState: hs(3, 52), entries: entries(51, 52, 3), snapshot: null });
+    reopened = await node.reopen();
+    expect(summary(reopened.restoreGroup('a'))).toEqual({ ...expected, hardState: hs(3, 52), entries: plainEntries(entries(51, 52, 3)) });
+    await reopened.close();
+  });
+
+  it('keeps term and vote, with commit at the snapshot, when an install carries no hard state', async () => {
+    const node = await openNode();
+    await node.storage.persist('a', { hardState: hs(5, 3, 'n3'), entries: entries(1, 4, 5), snapshot: null });
+    await node.storage.persist('a', { hardState: null, entries: [], snapshot: snapshotAt(40, 5) });
+    const reopened = await node.reopen();
+    const state = reopened.restoreGroup('a');
+    expect(state.hardState).toEqual(hs(5, 40, 'n3'));
+    expect(state.snapshot?.meta.index).toBe(40);
+    expect(state.entries).toEqual([]);
+    await reopened.close();
+  });
+
+  it('keeps disk use bounded under steady load with local snapshots, and restores correctly', async () => {
+    const segmentBytesMax = 16 * 1024;
+    const node = await openNode({ segmentBytesMax, snapshotInterval: 100 });
+    const s = node.storage;
+    const groups = ['g0', 'g1', 'g2', 'g3'];
+    const last = new Map(groups.map((g) => [g, 0]));
+    const payload = (g: string, i: number): string => `${g}:${i}:${'v'.repeat(150)}`;
+    let peakBytes = 0;
+    let peakFiles = 0;
+    for (let round = 0; round < 150; round++) {
+      await Promise.all(
+        groups.map(async (g) => {
+          const from = last.get(g)! + 1;
+          const to = from + 4;
+          await s.persist(g, { hardState: hs(1, to), entries: entries(from, to, 1, (i) => payload(g, i)), snapshot: null });
+          last.set(g, to);
+          if (s.shouldSnapshot(g, to)) await s.saveLocalSnapshot(g, snapshotAt(to, 1, `${g}@${to}`));
+        }),
+      );
+      const files = await walFiles(join(node.dir, 'wal'));
+      peakFiles = Math.max(peakFiles, files.length);
+      peakBytes = Math.max(peakBytes, await dirBytes(join(node.dir, 'wal'), files));
+    }
+    // 4 groups x 750 entries x ~200 B = ~600 KB written; live data is < 4 x 105 entries.
+    expect(peakFiles).toBeLessThanOrEqual(10);
+    expect(peakBytes).toBeLessThanOrEqual(10 * segmentBytesMax);
+    const reopened = await node.reopen();
+    for (const g of groups) {
+      const state = reopened.restoreGroup(g);
+      const snapshotIndex = state.snapshot!.meta.index;
+      expect(textOf(state.snapshot!.data)).toBe(`${g}@${snapshotIndex}`);
+      expect(snapshotIndex).toBeGreaterThan(last.get(g)! - 100);
+      expect(plainEntries(state.entries)).toEqual(plainEntries(entries(snapshotIndex + 1, last.get(g)!, 1, (i) => payload(g, i))));
+      expect(state.hardState).toEqual(hs(1, last.get(g)!));
+    }
+    await reopened.close();
+  });
+
+  it('checkpoints a hard state before deleting the segment holding it (no regression on replay)', async () => {
+    const segmentBytesMax = 2048;
+    const node = await openNode({ segmentBytesMax });
+    const s = node.storage;
+    // Segment 1: 'a' (never snapshotted, so segment 1 stays) and an old hard state of 'b'.
+    await s.persist('a', { hardState: hs(1, 0), entries: entries(1, 3, 1), snapshot: null });
+    await s.persist('b', { hardState: hs(1, 0, 'n1'), entries: entries(1, 2, 1), snapshot: null });
+    // Later segments: only 'b', ending with its newest hard state, then entries only.
+    let index = 2;
+    while (s.position().seq === 1) {
+      await s.persist('b', { hardState: null, entries: entries(index + 1, index + 1, 1, () => 'w'.repeat(200)), snapshot: null });
+      index++;
+    }
+    const newest = hs(5, index, 'n2');
+    await s.persist('b', { hardState: newest, entries: [], snapshot: null });
+    const newestSeq = s.position().seq; // the segment that record went to
+    while (s.position().seq === newestSeq) {
+      await s.persist('b', { hardState: null, entries: entries(index + 1, index + 1, 5, () => 'w'.repeat(200)), snapshot: null });
+      index++;
+    }
+    await s.saveLocalSnapshot('b', snapshotAt(index, 5));
+    const files = await walFiles(join(node.dir, 'wal'));
+    expect(files).toContain(segmentFileName(1));
+    expect(files).not.toContain(segmentFileName(newestSeq));
+    const reopened = await node.reopen();
+    expect(reopened.restoreGroup('b').hardState).toEqual(newest);
+    expect(reopened.restoreGroup('a').entries).toHaveLength(3);
+    await reopened.close();
+  });
+
+  it('deletes a group; a group created again with the same id starts empty', async () => {
+    const node = await openNode();
+    const s = node.storage;
+    await s.persist('a', { hardState: hs(3, 5), entries: entries(1, 5, 3), snapshot: null });
+    await s.persist('b', { hardState: hs(1, 1), entries: entries(1, 1, 1), snapshot: null });
+    await s.deleteGroup('a');
+    expect(s.groups()).toEqual(['b']);
+    expect(summary(s.restoreGroup('a'))).toEqual({ hardState: hs(0, 0), snapshot: null, entries: [] });
+    let reopened = await node.reopen();
+    expect(reopened.groups()).toEqual(['b']);
+    expect(reopened.restoreGroup('a').entries).toEqual([]);
+    await reopened.persist('a', { hardState: hs(1, 0), entries: [], snapshot: null });
+    reopened = await node.reopen();
+    expect(summary(reopened.restoreGroup('a'))).toEqual({ hardState: hs(1, 0), snapshot: null, entries: [] });
+    await reopened.persist('a', { hardState: hs(1, 0), entries: entries(1, 2, 1, (i) => `new-${i}`), snapshot: null });
+    reopened = await node.reopen();
+    expect(reopened.groups()).toEqual(['a', 'b']);
+    expect(plainEntries(reopened.restoreGroup('a').entries)).toEqual(plainEntries(entries(1, 2, 1, (i) => `new-${i}`)));
+    expect(reopened.restoreGroup('a').hardState).toEqual(hs(1, 0));
+    await reopened.close();
+  });
+
+  it('refuses to restore any group when the WAL is corrupt before its tail', async () => {
+    const node = await openNode();
+    const s = node.storage;
+    for (const g of ['a', 'b', 'c']) await s.persist(g, { hardState: hs(1, 1), entries: entries(1, 2, 1), snapshot: null });
+    await s.close();
+    const path = join(node.dir, 'wal', segmentFileName(1));
+    const bytes = await readFile(path);
+    const victim = scanSegment(bytes, true).records[4]!.offset;
+    bytes[victim + 20]! ^= 0xff;
+    await writeFile(path, bytes);
+    const warnings: string[] = [];
+    const reopened = await NodeStorage.open({
+      dir: join(node.dir, 'wal'),
+      fs: new NodeWalFs(),
+      kv: await LevelKvStore.open(join(node.dir, 'kv')),
+      logger: { warn: (m) => warnings.push(m) },
+    });
+    expect(reopened.corruption).toMatchObject({ segment: 1, offset: victim });
+    expect(warnings.join('\n')).toMatch(/CORRUPTION in segment 1/);
+    for (const g of ['a', 'b', 'c']) expect(() => reopened.restoreGroup(g)).toThrow(WalCorruptionError);
+    await expect(reopened.persist('a', { hardState: hs(2, 1), entries: [], snapshot: null })).rejects.toBeInstanceOf(
+      WalCorruptionError,
+    );
+    expect(await readFile(path)).toEqual(bytes);
+    await reopened.close();
+  });
+
+  it('cuts a torn tail on open and reports what it cut', async () => {
+    const node = await openNode();
+    await node.storage.persist('a', { hardState: hs(1, 2), entries: entries(1, 2, 1), snapshot: null });
+    await node.storage.persist('a', { hardState: hs(1, 3), entries: entries(3, 3, 1), snapshot: null });
+    await node.storage.close();
+    const path = join(node.dir, 'wal', segmentFileName(1));
+    const bytes = await readFile(path);
+    await writeFile(path, bytes.subarray(0, bytes.length - 5)); // the last hard-state record is torn
+    const warnings: string[] = [];
+    const reopened = await NodeStorage.open({
+      dir: join(node.dir, 'wal'),
+      fs: new NodeWalFs(),
+      kv: await LevelKvStore.open(join(node.dir, 'kv')),
+      logger: { warn: (m) => warnings.push(m) },
+    });
+    expect(reopened.recovery.truncated).toMatchObject({ segment: 1, bytesDiscarded: expect.any(Number) });
+    expect(warnings.join('\n')).toMatch(/torn tail/);
+    const state = reopened.restoreGroup('a');
+    expect(state.entries).toHaveLength(3);
+    expect(state.hardState).toEqual(hs(1, 2));
+    expect((await stat(path)).size).toBe(reopened.recovery.truncated!.offset);
+    await reopened.close();
+  });
+
+  it('says when to snapshot', async () => {
+    const node = await openNode({ snapshotInterval: 10 });
+    const s = node.storage;
+    await s.persist('a', { hardState: hs(1, 12), entries: entries(1, 12, 1), snapshot: null });
+    expect(s.shouldSnapshot('a', 9)).toBe(false);
+    expect(s.shouldSnapshot('a', 10)).toBe(true);
+    await s.saveLocalSnapshot('a', snapshotAt(10, 1));
+    expect(s.shouldSnapshot('a', 12)).toBe(false);
+    expect(s.shouldSnapshot('a', 20)).toBe(true);
+    await expect(s.saveLocalSnapshot('a', snapshotAt(8, 1))).rejects.toBeInstanceOf(StaleSnapshotError);
+    expect(plainEntries(s.restoreGroup('a').entries)).toEqual(plainEntries(entries(11, 12, 1)));
+    await s.close();
+  });
+
+  it('rejects updates that would break Raft invariants', async () => {
+    const node = await openNode();
+    const s = node.storage;
+    await s.persist('a', { hardState: hs(2, 1, 'n1'), entries: entries(1, 3, 2), snapshot: null });
+    const bad = [
+      { hardState: null, entries: entries(5, 6, 2), snapshot: null }, // gap after 3
+      { hardState: hs(2, 1, 'n2'), entries: [], snapshot: null }, // second vote in term 2
+      { hardState: hs(1, 1), entries: [], snapshot: null }, // term goes back
+      { hardState: hs(2, 9, 'n1'), entries: [], snapshot: null }, // commit beyond the log
+      { hardState: null, entries: [entries(4, 4, 2)[0]!, entries(6, 6, 2)[0]!], snapshot: null },
+    ];
+    for (const update of bad) await expect(s.persist('a', update)).rejects.toBeInstanceOf(StorageInvariantError);
+    // A lone surrogate would not survive UTF-8: replay would file the records elsewhere.
+    await expect(s.persist('bad-\ud800', { hardState: hs(1, 0), entries: [], snapshot: null })).rejects.toBeInstanceOf(
+      StorageInvariantError,
+    );
+    await s.persist('a', { hardState: hs(3, 3, 'n2'), entries: entries(4, 4, 3), snapshot: null });
+    expect(s.restoreGroup('a').hardState).toEqual(hs(3, 3, 'n2'));
+    await s.close();
+  });
+
+  it('fails a group whose write failed until it is restored; nothing acknowledged is lost', async () => {
+    const dir = await tempDir('node-enospc');
+    const fs = new InstrumentedFs();
+    const open = (walFs: WalFs, kv: KvStore): Promise<NodeStorage> =>
+      NodeStorage.open({ dir: join(dir, 'wal'), fs: walFs, kv, logger: quiet });
+    const kv = new MemoryKvStore();
+    const s = await open(fs, kv);
+    await s.persist('a', { hardState: hs(1, 2), entries: entries(1, 3, 1), snapshot: null });
+    fs.writeFault = { error: errnoError('ENOSPC'), partialBytes: 30 };
+    await expect(s.persist('a', { hardState: hs(1, 3), entries: entries(4, 5, 1), snapshot: null })).rejects.toBeInstanceOf(
+      WalDiskFullError,
+    );
+    fs.writeFault = null;
+    await expect(s.persist('a', { hardState: null, entries: entries(6, 6, 1), snapshot: null })).rejects.toBeInstanceOf(
+      GroupWriteFailedError,
+    );
+    const restored = s.restoreGroup('a');
+    expect(plainEntries(restored.entries)).toEqual(plainEntries(entries(1, 3, 1)));
+    await s.persist('a', { hardState: hs(1, 4), entries: entries(4, 4, 1), snapshot: null });
+    await s.close();
+    const reopened = await open(new NodeWalFs(), kv.crash());
+    expect(plainEntries(reopened.restoreGroup('a').entries)).toEqual(plainEntries(entries(1, 4, 1)));
+    expect(reopened.restoreGroup('a').hardState).toEqual(hs(1, 4));
+    await reopened.close();
+  });
+});
