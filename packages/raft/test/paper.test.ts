@@ -195,8 +195,6 @@ describe('Leader Completeness: a committed entry is present in the logs of all l
     expect(c.raft('a').status().commitIndex).toBe(xIndex);
     c.crash('a');
     c.heal();
-    // Leaders' appends never reach anyone from now on unless allowed: the checker only
-    // needs to see who gets elected.
     c.campaign('d');
     c.stabilize();
     return { c, xIndex };
