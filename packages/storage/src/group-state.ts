@@ -1,7 +1,7 @@
 import type { Entry, HardState, Snapshot } from '@quorumq/raft';
 import { assert } from './assert.js';
 import type { WalCorruption } from './errors.js';
-import type { Checkpoint } from './kv-layout.js';
+import type { Checkpoint, Overwrite } from './kv-layout.js';
 import type { WalPosition } from './wal.js';
 
 export const EMPTY_HARD_STATE: HardState = { term: 0, vote: null, commit: 0 };
@@ -35,6 +35,14 @@ export class GroupState {
   /** An earlier persist failed: the Raft core is ahead of the durable log until restored. */
   failure: Error | null = null;
   submitted: SubmittedView = { lastIndex: 0, snapshotIndex: 0, hardState: EMPTY_HARD_STATE };
+  /**
+   * Where this group's log overwrote a suffix: an entry at `index` written in segment `seq`
+   * makes every record of this group at `index` or above in older segments dead. Segment
+   * deletion needs this; replay handles overwrites by itself, reading segments in order.
+   */
+  overwrites: Overwrite[] = [];
+  /** The overwrites as last saved in the KV store (replay cannot see those whose segment is gone). */
+  savedOverwrites: readonly Overwrite[] = [];
   /** Serializes the writes of this group that need the KV store before the WAL. */
   lane: Promise<void> | null = null;
 
@@ -58,6 +66,31 @@ export class GroupState {
     for (const entry of entries) this.entries.push(entry);
   }
 
+  /** Records that a durable entry at `index` in segment `seq` replaced this log's suffix, if it did. */
+  noteIfOverwrite(seq: number, index: number): void {
+    if (index <= this.lastIndex()) this.overwrites.push({ seq, index });
+  }
+
+  /**
+   * The highest index of this group's records in segment `seq` that are still live, given
+   * the highest entry index the segment holds for it.
+   */
+  liveIndexIn(seq: number, maxEntryIndex: number): number {
+    let live = maxEntryIndex;
+    for (const overwrite of this.overwrites) if (overwrite.seq > seq) live = Math.min(live, overwrite.index - 1);
+    return live;
+  }
+
+  /** True if a record of this group at `index` in segment `seq` was overwritten later. */
+  isOverwritten(seq: number, index: number): boolean {
+    return this.overwrites.some((overwrite) => overwrite.seq > seq && index >= overwrite.index);
+  }
+
+  /** Overwrites newer than no remaining segment concern only deleted segments. */
+  forgetOverwritesAtOrBefore(oldestSeq: number): void {
+    this.overwrites = this.overwrites.filter((overwrite) => overwrite.seq > oldestSeq);
+  }
+
   setDurableHardState(hardState: HardState, position: WalPosition | null): void {
     this.hardState = hardState;
     this.hardStatePosition = position;
@@ -79,6 +112,7 @@ export class GroupState {
     this.floor = floor;
     this.snapshot = snapshot;
     this.entries = [];
+    this.overwrites = [];
     this.checkpoint = checkpoint;
     this.setDurableHardState(checkpoint.hardState, null);
   }
@@ -90,6 +124,7 @@ export class GroupState {
     this.floor = floor;
     this.snapshot = null;
     this.entries = [];
+    this.overwrites = [];
     this.checkpoint = null;
     this.setDurableHardState(EMPTY_HARD_STATE, null);
     this.damage = null;

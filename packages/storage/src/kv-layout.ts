@@ -7,6 +7,10 @@
  *   hardstate/<id>      JSON Checkpoint: the hard state, and the position of the WAL record
  *                       it was copied from (null: written directly, newer than anything
  *                       before the floor)
+ *   overwrites/<id>     JSON [{seq, index}]: the group's log overwrote its suffix from `index`
+ *                       in segment `seq`, so its records at `index` or above in older
+ *                       segments are dead; kept here once the segment holding the
+ *                       overwriting records may be deleted before those older segments
  *   snapshot-meta/<id>  JSON SnapshotMeta
  *   snapshot-data/<id>  the snapshot's bytes
  *
@@ -20,6 +24,7 @@ export const KV_PREFIX = {
   member: 'group/',
   floor: 'floor/',
   checkpoint: 'hardstate/',
+  overwrites: 'overwrites/',
   snapshotMeta: 'snapshot-meta/',
   snapshotData: 'snapshot-data/',
 } as const;
@@ -59,6 +64,20 @@ export function decodeCheckpoint(bytes: Uint8Array, key: string): Checkpoint {
     hardState: { term: uint(hardState['term'], key), vote, commit: uint(hardState['commit'], key) },
     position: value['position'] === null ? null : parsePosition(value['position'], key),
   };
+}
+
+export interface Overwrite {
+  readonly seq: number;
+  readonly index: number;
+}
+
+export function decodeOverwrites(bytes: Uint8Array, key: string): Overwrite[] {
+  const value = parseJson(bytes, key);
+  assert(Array.isArray(value), () => `${key}: expected an array`);
+  return value.map((item: unknown) => {
+    const object = asObject(item, key);
+    return { seq: uint(object['seq'], key), index: uint(object['index'], key) };
+  });
 }
 
 export function decodeSnapshotMeta(bytes: Uint8Array, key: string): SnapshotMeta {

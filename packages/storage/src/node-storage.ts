@@ -32,6 +32,7 @@ import { EMPTY_HARD_STATE, GroupState } from './group-state.js';
 import type { KvOp, KvStore } from './kv.js';
 import {
   decodeCheckpoint,
+  decodeOverwrites,
   decodePosition,
   decodeSnapshotMeta,
   EMPTY_VALUE,
@@ -39,6 +40,7 @@ import {
   KV_PREFIX,
   kvKey,
   type Checkpoint,
+  type Overwrite,
 } from './kv-layout.js';
 import { GROUP_ID_BYTES_MAX, VOTE_BYTES_MAX, type WalRecord } from './record.js';
 import {
@@ -318,10 +320,12 @@ export class NodeStorage {
         ...snapshotOps(group.id, snapshot),
         { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
         { type: 'put', key: kvKey('checkpoint', group.id), value: encodeJson(checkpoint) },
+        { type: 'del', key: kvKey('overwrites', group.id) },
       ],
       { sync: true },
     );
     group.installSnapshot(snapshot, floor, checkpoint);
+    group.savedOverwrites = [];
   }
 
   private async writeLocalSnapshot(group: GroupState, snapshot: Snapshot): Promise<void> {
@@ -342,12 +346,14 @@ export class NodeStorage {
     const ops: KvOp[] = [
       { type: 'del', key: kvKey('member', group.id) },
       { type: 'del', key: kvKey('checkpoint', group.id) },
+      { type: 'del', key: kvKey('overwrites', group.id) },
       { type: 'del', key: kvKey('snapshotMeta', group.id) },
       { type: 'del', key: kvKey('snapshotData', group.id) },
       { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
     ];
     await this.kv.batch(ops, { sync: true });
     group.reset(floor);
+    group.savedOverwrites = [];
   }
 
   /** Queues the update's WAL records; the durable view advances when they are durable. */
@@ -360,6 +366,8 @@ export class NodeStorage {
     try {
       const queued = this.wal.enqueue(records, () => {
         if (group.epoch !== epoch) return; // the log was reset meanwhile: these records are superseded
+        const first = update.entries[0];
+        if (first !== undefined) group.noteIfOverwrite(queued.positions[0]!.seq, first.index);
         group.appendDurable(update.entries);
         if (update.hardState !== null) group.setDurableHardState(update.hardState, queued.positions[records.length - 1]!);
       });
@@ -381,15 +389,20 @@ export class NodeStorage {
     return run;
   }
 
-  /** Checkpoints the hard states held by doomed segments, then deletes the segments. */
+  /**
+   * Deletes the segments no group needs. Before that, it checkpoints the hard states they
+   * hold, and saves the overwrite markers they hold: a doomed segment may hold the records
+   * that overwrote a group's suffix in an older segment that stays, and replay must not
+   * bring those older records back.
+   */
   private async compactOnce(): Promise<void> {
     if (this.closed || this.wal.corruption !== null || this.wal.fatalError !== null) return;
     const doomed = await this.kvStep(async () => {
-      const seqs = this.wal
-        .segments()
-        .filter((segment) => !this.segmentNeeded(segment))
-        .map((segment) => segment.seq);
-      await this.checkpointHardStates(new Set(seqs));
+      const segments = this.wal.segments();
+      const seqs = segments.filter((segment) => !this.segmentNeeded(segment)).map((segment) => segment.seq);
+      const doomedSeqs = new Set(seqs);
+      const oldestKept = Math.min(...segments.filter((segment) => !doomedSeqs.has(segment.seq)).map((segment) => segment.seq), this.wal.position().seq);
+      await this.checkpointHardStates(doomedSeqs, oldestKept);
       return seqs;
     });
     await this.wal.deleteSegments(doomed);
@@ -400,27 +413,41 @@ export class NodeStorage {
       const group = this.groupStates.get(groupId);
       if (group === undefined || !group.member) continue; // ignored on replay
       if (group.floor !== null && group.floor.seq > segment.seq) continue; // all before the floor
-      if (maxEntryIndex > group.snapshotIndex()) return true;
+      if (group.liveIndexIn(segment.seq, maxEntryIndex) > group.snapshotIndex()) return true;
     }
     return false;
   }
 
-  private async checkpointHardStates(doomedSeqs: ReadonlySet<number>): Promise<void> {
+  private async checkpointHardStates(doomedSeqs: ReadonlySet<number>, oldestKeptSeq: number): Promise<void> {
     const checkpoints: Array<[GroupState, Checkpoint]> = [];
+    const ops: KvOp[] = [];
     for (const group of this.groupStates.values()) {
+      if (!group.member) continue;
       const position = group.hardStatePosition;
-      if (!group.member || position === null || !doomedSeqs.has(position.seq)) continue;
-      checkpoints.push([group, { hardState: group.hardState, position }]);
+      if (position !== null && doomedSeqs.has(position.seq)) {
+        const checkpoint: Checkpoint = { hardState: group.hardState, position };
+        checkpoints.push([group, checkpoint]);
+        ops.push({ type: 'put', key: kvKey('checkpoint', group.id), value: encodeJson(checkpoint) });
+      }
+      // Overwrites newer than every remaining segment concern nothing that is left.
+      group.forgetOverwritesAtOrBefore(oldestKeptSeq);
+      if (!sameOverwrites(group.overwrites, group.savedOverwrites)) {
+        ops.push(
+          group.overwrites.length === 0
+            ? { type: 'del', key: kvKey('overwrites', group.id) }
+            : { type: 'put', key: kvKey('overwrites', group.id), value: encodeJson(group.overwrites) },
+        );
+      }
     }
-    if (checkpoints.length === 0) return;
-    const ops: KvOp[] = checkpoints.map(([group, checkpoint]) => ({
-      type: 'put',
-      key: kvKey('checkpoint', group.id),
-      value: encodeJson(checkpoint),
-    }));
+    if (ops.length === 0) return;
     await this.kv.batch(ops, { sync: true });
     for (const [group, checkpoint] of checkpoints) group.checkpoint = checkpoint;
+    for (const group of this.groupStates.values()) group.savedOverwrites = [...group.overwrites];
   }
+}
+
+function sameOverwrites(a: readonly Overwrite[], b: readonly Overwrite[]): boolean {
+  return a.length === b.length && a.every((overwrite, i) => overwrite.seq === b[i]?.seq && overwrite.index === b[i]?.index);
 }
 
 // ------------------------------------------------------------------- validation
@@ -522,6 +549,11 @@ async function loadGroups(kv: KvStore): Promise<Map<string, GroupState>> {
     group.checkpoint = decodeCheckpoint(value, key);
     group.setDurableHardState(group.checkpoint.hardState, null);
   }
+  for (const [key, value] of await kv.scan(KV_PREFIX.overwrites)) {
+    const group = groupOf(key, KV_PREFIX.overwrites);
+    group.overwrites = decodeOverwrites(value, key);
+    group.savedOverwrites = [...group.overwrites];
+  }
   const data = new Map(await kv.scan(KV_PREFIX.snapshotData));
   for (const [key, value] of await kv.scan(KV_PREFIX.snapshotMeta)) {
     const group = groupOf(key, KV_PREFIX.snapshotMeta);
@@ -543,7 +575,16 @@ function replayRecord(groups: ReadonlyMap<string, GroupState>, record: WalRecord
     return;
   }
   const { entry } = record;
-  if (group.damage !== null || entry.index <= group.snapshotIndex()) return;
+  if (group.damage !== null) return;
+  // Overwritten by a record in a segment that is gone since (see compactOnce).
+  if (group.isOverwritten(position.seq, entry.index)) return;
+  if (entry.index <= group.snapshotIndex()) {
+    // Covered by the snapshot, which replay loads before the records that led up to it. It
+    // still overwrote everything after it that was written before it: drop that.
+    group.noteIfOverwrite(position.seq, entry.index);
+    group.entries = [];
+    return;
+  }
   if (entry.index > group.lastIndex() + 1) {
     group.damage = {
       segment: position.seq,
@@ -553,6 +594,7 @@ function replayRecord(groups: ReadonlyMap<string, GroupState>, record: WalRecord
     };
     return;
   }
+  group.noteIfOverwrite(position.seq, entry.index);
   // Copy the data out of the segment buffer so that buffer can be freed.
   group.appendDurable([{ index: entry.index, term: entry.term, type: entry.type, data: new Uint8Array(entry.data) }]);
 }

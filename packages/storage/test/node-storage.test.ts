@@ -112,6 +112,61 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     await reopened.close();
   });
 
+  it('does not bring back an overwritten suffix when a local snapshot covers the overwrite', async () => {
+    // Found by the simulator: 16..58@5 written, then overwritten from 25 by 25..40@6, then a
+    // snapshot at 40. Replay loads the snapshot first and skips 25..40, but their overwrite
+    // of 41..58@5 must still take effect.
+    const node = await openNode();
+    const s = node.storage;
+    await s.persist('a', { hardState: hs(5, 24), entries: entries(1, 58, 5), snapshot: null });
+    await s.persist('a', { hardState: hs(6, 40), entries: entries(25, 40, 6), snapshot: null });
+    await s.saveLocalSnapshot('a', snapshotAt(40, 6));
+    expect(s.restoreGroup('a').entries).toEqual([]);
+    const reopened = await node.reopen();
+    const restored = reopened.restoreGroup('a');
+    expect(restored.snapshot?.meta.index).toBe(40);
+    expect(restored.entries).toEqual([]);
+    await reopened.persist('a', { hardState: null, entries: entries(41, 42, 6), snapshot: null });
+    expect(plainEntries((await node.reopen()).restoreGroup('a').entries)).toEqual(plainEntries(entries(41, 42, 6)));
+    await node.storage.close();
+  });
+
+  it('keeps an overwritten suffix dead when the segment that overwrote it is deleted first', async () => {
+    const node = await openNode({ segmentBytesMax: 4096 });
+    const s = node.storage;
+    const big = (): string => 'x'.repeat(1400);
+    let bLast = 0;
+    const rollWithB = async (): Promise<void> => {
+      const seq = s.position().seq;
+      while (s.position().seq === seq) {
+        await s.persist('b', { hardState: null, entries: entries(bLast + 1, bLast + 1, 1, big), snapshot: null });
+        bLast++;
+      }
+    };
+    // Segment 1: 'c' writes an entry it never snapshots (so segment 1 stays), 'a' writes 1..20@1.
+    await s.persist('c', { hardState: hs(1, 0), entries: entries(1, 1, 1), snapshot: null });
+    await s.persist('a', { hardState: hs(1, 5), entries: entries(1, 20, 1), snapshot: null });
+    await rollWithB();
+    // The next segment: 'a' overwrites 6..7 with term 2, and nothing more of 'a' follows.
+    const overwriteSeq = s.position().seq;
+    await s.persist('a', { hardState: hs(2, 7), entries: entries(6, 7, 2, () => 'o'.repeat(900)), snapshot: null });
+    expect(s.position().seq).toBe(overwriteSeq);
+    await rollWithB();
+    await rollWithB();
+    // A snapshot at 7 makes the overwriting segment unneeded ('b' snapshots too), while the
+    // dead records 8..20@1 in segment 1 lie above it.
+    await s.saveLocalSnapshot('b', snapshotAt(bLast, 1));
+    await s.saveLocalSnapshot('a', snapshotAt(7, 2));
+    const files = await walFiles(join(node.dir, 'wal'));
+    expect(files).toContain(segmentFileName(1));
+    expect(files).not.toContain(segmentFileName(overwriteSeq));
+    const reopened = await node.reopen();
+    const restored = reopened.restoreGroup('a');
+    expect(restored.snapshot?.meta.index).toBe(7);
+    expect(restored.entries.map((e) => `${e.index}@${e.term}`)).toEqual([]);
+    await reopened.close();
+  });
+
   it('hides every older record of a group after a snapshot install (resetLog)', async () => {
     const node = await openNode();
     const s = node.storage;
