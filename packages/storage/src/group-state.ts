@@ -30,6 +30,8 @@ export class GroupState {
   hardStatePosition: WalPosition | null = null;
   /** Durable entries after the snapshot: contiguous, entries[i].index = snapshotIndex + 1 + i. */
   entries: Entry[] = [];
+  /** During replay: records after a hole in the log, not (yet) explained by an overwrite. */
+  replayGap: WalCorruption | null = null;
   /** Replay found entries missing: this group must not serve its log. */
   damage: WalCorruption | null = null;
   /** An earlier persist failed: the Raft core is ahead of the durable log until restored. */

@@ -128,7 +128,11 @@ export class NodeStorage {
       },
       (record, position) => replayRecord(groups, record, position),
     );
-    for (const group of groups.values()) group.resetSubmitted();
+    for (const group of groups.values()) {
+      if (group.replayGap !== null) group.damage ??= group.replayGap;
+      group.replayGap = null;
+      group.resetSubmitted();
+    }
     logRecovery(options.logger ?? consoleLogger, wal.recovery);
     return new NodeStorage(wal, options.kv, groups, snapshotInterval);
   }
@@ -583,10 +587,14 @@ function replayRecord(groups: ReadonlyMap<string, GroupState>, record: WalRecord
     // still overwrote everything after it that was written before it: drop that.
     group.noteIfOverwrite(position.seq, entry.index);
     group.entries = [];
+    group.replayGap = null;
     return;
   }
   if (entry.index > group.lastIndex() + 1) {
-    group.damage = {
+    // Entries are missing before this one. That is damage, unless a later record overwrites
+    // the log from at or before the hole: then this record was dead, and the records that
+    // would have filled the hole were deleted with their segment. Decided at the end.
+    group.replayGap ??= {
       segment: position.seq,
       file: segmentFileName(position.seq),
       offset: position.offset,
@@ -594,6 +602,7 @@ function replayRecord(groups: ReadonlyMap<string, GroupState>, record: WalRecord
     };
     return;
   }
+  group.replayGap = null;
   group.noteIfOverwrite(position.seq, entry.index);
   // Copy the data out of the segment buffer so that buffer can be freed.
   group.appendDurable([{ index: entry.index, term: entry.term, type: entry.type, data: new Uint8Array(entry.data) }]);

@@ -167,6 +167,43 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     await reopened.close();
   });
 
+  it('accepts a hole left by a deleted segment when a later record overwrote past it', async () => {
+    // Found by the simulator. Segment 1 holds 1..4@1, segment 2 starts with 5..6@1, then the
+    // log is overwritten from 3 with term 2. A snapshot at 2 lets segment 1 go (3 and 4 are
+    // dead), so replay meets 5@1 right after the snapshot: a hole, explained by 3@2 later.
+    const node = await openNode({ segmentBytesMax: 4096 });
+    const s = node.storage;
+    const big = (): string => 'z'.repeat(900);
+    for (let index = 1; index <= 6; index++) {
+      await s.persist('a', { hardState: hs(1, 0), entries: entries(index, index, 1, big), snapshot: null });
+    }
+    expect(s.position().seq).toBe(2);
+    await s.persist('a', { hardState: hs(2, 2), entries: entries(3, 8, 2), snapshot: null });
+    await s.saveLocalSnapshot('a', snapshotAt(2, 1));
+    expect(await walFiles(join(node.dir, 'wal'))).not.toContain(segmentFileName(1));
+    const reopened = await node.reopen();
+    expect(reopened.restoreGroup('a').entries.map((e) => `${e.index}@${e.term}`)).toEqual(['3@2', '4@2', '5@2', '6@2', '7@2', '8@2']);
+    await reopened.close();
+  });
+
+  it('reports a hole that no later record explains as damage', async () => {
+    const node = await openNode({ segmentBytesMax: 4096 });
+    const s = node.storage;
+    const big = (): string => 'z'.repeat(900);
+    await s.persist('b', { hardState: hs(1, 0), entries: entries(1, 1, 1), snapshot: null });
+    for (let index = 1; index <= 6; index++) {
+      await s.persist('a', { hardState: hs(1, 0), entries: entries(index, index, 1, big), snapshot: null });
+    }
+    await s.close();
+    // Lose segment 1 behind the storage's back: 'a' now starts at 5 with nothing before it.
+    const { unlink } = await import('node:fs/promises');
+    await unlink(join(node.dir, 'wal', segmentFileName(1)));
+    const reopened = await node.reopen();
+    expect(() => reopened.restoreGroup('a')).toThrow(WalCorruptionError);
+    expect(() => reopened.restoreGroup('a')).toThrow(/entry 5 follows 0: entries are missing/);
+    await reopened.close();
+  });
+
   it('hides every older record of a group after a snapshot install (resetLog)', async () => {
     const node = await openNode();
     const s = node.storage;
