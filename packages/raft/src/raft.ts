@@ -47,7 +47,9 @@ export type PlantedBug =
   /** Lose the vote of the current term on restart (allows two votes in one term). */
   | 'forgetVoteOnRestart'
   /** Grant votes without checking that the candidate's log is up to date. */
-  | 'voteWithoutLogCheck';
+  | 'voteWithoutLogCheck'
+  /** Release a read at once, without a quorum confirming that this node still leads. */
+  | 'readIndexWithoutQuorum';
 
 export interface RaftOptions {
   readonly id: NodeId;
@@ -1001,6 +1003,7 @@ export class RaftNode {
   }
 
   private hasReadQuorum(read: PendingRead): boolean {
+    if (this.options.testOnlyBugs.has('readIndexWithoutQuorum')) return true;
     const config = this.log.latestConfig();
     return config.voters.filter((id) => read.acks.has(id)).length >= quorumSize(config);
   }

@@ -6,6 +6,7 @@ export type Property =
   | 'LeaderCompleteness'
   | 'StateMachineSafety'
   | 'AcknowledgedNotLost'
+  | 'LinearizableRead'
   | 'Liveness'
   | 'Invariant';
 

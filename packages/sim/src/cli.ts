@@ -39,19 +39,19 @@ const program = new Command()
 function printOne(result: SimResult): void {
   const f = result.faults;
   console.log(
-    `seed ${result.seed}: ${result.ok ? 'ok' : 'FAILED'} nodes=${result.nodeCount} events=${result.events} simulated=${result.simulatedMs}ms ` +
-      `acknowledged=${result.acknowledged} committed=${result.committed} checks=${result.checks} trace=${result.traceHash}`,
+    `seed ${result.seed}: ${result.ok ? 'ok' : 'FAILED'} nodes=${result.nodeCount} groups=${result.groupCount} events=${result.events} simulated=${result.simulatedMs}ms ` +
+      `acknowledged=${result.acknowledged} reads=${result.readsServed} committed=${result.committed} checks=${result.checks} trace=${result.traceHash}`,
   );
   console.log(
     `  faults: dropped=${f.dropped} duplicated=${f.duplicated} partitions=${f.partitions} crashes=${f.crashes} torn=${f.tornWrites} ` +
-      `lostUnsyncedBytes=${f.lostUnsyncedBytes} pauses=${f.pauses}`,
+      `lostUnsyncedBytes=${f.lostUnsyncedBytes} pauses=${f.pauses} transfers=${f.transfers}`,
   );
   if (result.violation !== null) console.log(`  ${result.violation.message}`);
 }
 
 async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, stopOnFailure: boolean): Promise<void> {
   const started = process.hrtime.bigint();
-  const totals = { dropped: 0, duplicated: 0, partitions: 0, crashes: 0, tornWrites: 0, pauses: 0, events: 0, acknowledged: 0 };
+  const totals = { dropped: 0, duplicated: 0, partitions: 0, crashes: 0, tornWrites: 0, pauses: 0, transfers: 0, events: 0, acknowledged: 0 };
   const failed: SimResult[] = [];
   let run = 0;
   for (let seed = from; seed < from + count; seed++) {
@@ -64,6 +64,7 @@ async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, s
     totals.crashes += f.crashes;
     totals.tornWrites += f.tornWrites;
     totals.pauses += f.pauses;
+    totals.transfers += f.transfers;
     totals.events += result.events;
     totals.acknowledged += result.acknowledged;
     if (!result.ok) {
@@ -77,7 +78,7 @@ async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, s
   console.log(`seeds: ${run} (from ${from}), ${(run / seconds).toFixed(1)} seeds/s, ${seconds.toFixed(1)} s`);
   console.log(
     `faults injected: dropped=${totals.dropped} duplicated=${totals.duplicated} partitions=${totals.partitions} ` +
-      `crashes=${totals.crashes} tornWrites=${totals.tornWrites} pauses=${totals.pauses}`,
+      `crashes=${totals.crashes} tornWrites=${totals.tornWrites} pauses=${totals.pauses} transfers=${totals.transfers}`,
   );
   console.log(`events: ${totals.events}, proposals acknowledged: ${totals.acknowledged}`);
   console.log(`${run - failed.length} clean, ${failed.length} failed${failed.length > 0 ? `: seeds ${failed.map((r) => r.seed).join(', ')}` : ''}`);

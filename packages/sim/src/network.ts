@@ -1,5 +1,6 @@
-import type { Message, NodeId, Random } from '@quorumq/raft';
+import type { NodeId, Random } from '@quorumq/raft';
 import type { Scheduler } from './scheduler.js';
+import type { GroupMessage } from './sim-node.js';
 
 export interface NetworkFaults {
   /** Probability that a message is dropped. */
@@ -32,11 +33,12 @@ export class SimNetwork {
   constructor(
     private readonly scheduler: Scheduler,
     private readonly random: Random,
-    private readonly deliver: (message: Message) => void,
+    private readonly deliver: (envelope: GroupMessage) => void,
     private readonly trace: (line: string) => void,
   ) {}
 
-  send(message: Message): void {
+  send(envelope: GroupMessage): void {
+    const { message } = envelope;
     this.stats.sent++;
     if (this.isCut(message.from, message.to)) {
       this.stats.cut++;
@@ -44,20 +46,20 @@ export class SimNetwork {
     }
     if (chance(this.random, this.faults.dropRate)) {
       this.stats.dropped++;
-      this.trace(`drop ${describe(message)}`);
+      this.trace(`drop ${describe(envelope)}`);
       return;
     }
     const copies = chance(this.random, this.faults.duplicateRate) ? 2 : 1;
     if (copies === 2) this.stats.duplicated++;
     for (let copy = 0; copy < copies; copy++) {
       const delay = this.faults.latencyMs + this.random.nextInt(this.faults.jitterMs + 1);
-      this.scheduler.after(delay, `deliver ${describe(message)}`, () => {
+      this.scheduler.after(delay, `deliver ${describe(envelope)}`, () => {
         // A partition that started while the message was in flight also stops it.
         if (this.isCut(message.from, message.to)) {
           this.stats.cut++;
           return;
         }
-        this.deliver(message);
+        this.deliver(envelope);
       });
     }
   }
@@ -84,8 +86,9 @@ export function chance(random: Random, probability: number): boolean {
   return random.nextInt(1_000_000) < probability * 1_000_000;
 }
 
-export function describe(message: Message): string {
-  const base = `${message.type} ${message.from}->${message.to} t${message.term}`;
+export function describe(envelope: GroupMessage): string {
+  const { message } = envelope;
+  const base = `${envelope.groupId} ${message.type} ${message.from}->${message.to} t${message.term}`;
   switch (message.type) {
     case 'append':
       return `${base} prev=${message.prevLogIndex}/${message.prevLogTerm} n=${message.entries.length} c=${message.commit}`;

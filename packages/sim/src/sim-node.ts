@@ -1,16 +1,23 @@
 import { RaftNode, createRandom } from '@quorumq/raft';
-import type { Message, NodeId, PlantedBug, Ready } from '@quorumq/raft';
+import type { Message, NodeId, PlantedBug, Random, Ready } from '@quorumq/raft';
 import { NodeStorage } from '@quorumq/storage';
 import type { KvStore, WalFs } from '@quorumq/storage';
 import type { SafetyChecker } from './checker.js';
 import { ProposalLog } from './machine.js';
 
-export const GROUP_ID = 'sim';
+/** A Raft message of one group, as it travels between simulated nodes. */
+export interface GroupMessage {
+  readonly groupId: string;
+  readonly message: Message;
+}
 
 export interface SimNodeContext {
-  readonly checker: SafetyChecker;
-  readonly send: (message: Message) => void;
-  readonly onApplied: (node: NodeId, proposalId: string) => void;
+  readonly groupIds: readonly string[];
+  readonly checkerOf: (groupId: string) => SafetyChecker;
+  readonly send: (envelope: GroupMessage) => void;
+  readonly onApplied: (groupId: string, node: NodeId, proposalId: string) => void;
+  /** A linearizable read was served: `applied` is the state machine it saw. */
+  readonly onRead: (groupId: string, node: NodeId, requestId: string, applied: readonly string[]) => void;
   readonly onFailure: (error: unknown) => void;
   readonly raftBugs: ReadonlySet<PlantedBug>;
   /** Planted driver bug: send a Ready's messages (acks, votes) before its data is durable. */
@@ -24,24 +31,18 @@ export interface SimNodeContext {
 }
 
 /**
- * One simulated node: the real Raft core driven by the same Ready loop as a real node,
- * over the real NodeStorage on a fake disk.
+ * One simulated node: several Raft groups sharing the node's real NodeStorage (one WAL, one
+ * KV store) on a fake disk, each driven by the same Ready loop a real node runs.
  */
 export class SimNode {
-  readonly machine = new ProposalLog();
-  /** The index the state machine has applied (the core's applied index may run ahead of the driver). */
-  machineIndex = 0;
   private stopped = false;
-  private readyLoopRunning = false;
 
   private constructor(
     readonly id: NodeId,
-    readonly raft: RaftNode,
-    private readonly storage: NodeStorage,
-    private readonly context: SimNodeContext,
+    readonly replicas: ReadonlyMap<string, GroupReplica>,
   ) {}
 
-  static async start(id: NodeId, seed: number, fs: WalFs, kv: KvStore, context: SimNodeContext): Promise<SimNode> {
+  static async start(id: NodeId, random: Random, fs: WalFs, kv: KvStore, context: SimNodeContext): Promise<SimNode> {
     const storage = await NodeStorage.open({
       dir: `/${id}`,
       fs,
@@ -51,28 +52,18 @@ export class SimNode {
       scheduleFlush: context.scheduleFlush,
       logger: { warn: () => {} },
     });
-    const restored = storage.restoreGroup(GROUP_ID);
-    const raft = new RaftNode(
-      {
-        id,
-        random: createRandom(seed),
-        initialConfig: { voters: [...context.voters], learners: [] },
-        electionTicks: 10,
-        heartbeatTicks: 1,
-        appendEntriesMax: context.appendEntriesMax,
-        inflightAppendsMax: context.inflightAppendsMax,
-        snapshotChunkBytes: 1024,
-        retainedEntriesAfterSnapshot: 8,
-        testOnlyBugs: context.raftBugs,
-      },
-      restored,
-    );
-    const node = new SimNode(id, raft, storage, context);
-    if (restored.snapshot !== null) {
-      node.machine.restore(restored.snapshot.data);
-      node.machineIndex = restored.snapshot.meta.index;
+    const replicas = new Map<string, GroupReplica>();
+    const node = new SimNode(id, replicas);
+    for (const groupId of context.groupIds) {
+      replicas.set(groupId, new GroupReplica(node, groupId, random.nextInt(0x7fffffff), storage, context));
     }
     return node;
+  }
+
+  replica(groupId: string): GroupReplica {
+    const replica = this.replicas.get(groupId);
+    if (replica === undefined) throw new Error(`${this.id} has no replica of group ${groupId}`);
+    return replica;
   }
 
   get isStopped(): boolean {
@@ -85,11 +76,68 @@ export class SimNode {
   }
 
   tick(): void {
+    for (const replica of this.replicas.values()) replica.tick();
+  }
+
+  receive(envelope: GroupMessage): void {
+    this.replicas.get(envelope.groupId)?.receive(envelope.message);
+  }
+}
+
+/** One group's replica on one node: the Raft core, its Ready loop and its state machine. */
+export class GroupReplica {
+  readonly raft: RaftNode;
+  readonly machine = new ProposalLog();
+  /** The index the state machine has applied (the core's applied index may run ahead of the driver). */
+  machineIndex = 0;
+  private readyLoopRunning = false;
+  /** Reads confirmed by a quorum, waiting for the machine to apply their index. */
+  private readsWaiting: Array<{ requestId: string; index: number }> = [];
+
+  constructor(
+    private readonly node: SimNode,
+    readonly groupId: string,
+    seed: number,
+    private readonly storage: NodeStorage,
+    private readonly context: SimNodeContext,
+  ) {
+    const restored = storage.restoreGroup(groupId);
+    this.raft = new RaftNode(
+      {
+        id: node.id,
+        random: createRandom(seed),
+        initialConfig: { voters: [...context.voters], learners: [] },
+        electionTicks: 10,
+        heartbeatTicks: 1,
+        appendEntriesMax: context.appendEntriesMax,
+        inflightAppendsMax: context.inflightAppendsMax,
+        snapshotChunkBytes: 1024,
+        retainedEntriesAfterSnapshot: 8,
+        testOnlyBugs: context.raftBugs,
+      },
+      restored,
+    );
+    if (restored.snapshot !== null) {
+      this.machine.restore(restored.snapshot.data);
+      this.machineIndex = restored.snapshot.meta.index;
+    }
+  }
+
+  tick(): void {
     this.guard(() => this.raft.tick());
   }
 
   receive(message: Message): void {
     this.guard(() => this.raft.step(message));
+  }
+
+  /** Starts a linearizable read (ReadIndex); false if this replica is not the leader. */
+  read(requestId: string): boolean {
+    let accepted = false;
+    this.guard(() => {
+      accepted = this.raft.readIndex(requestId).ok;
+    });
+    return accepted;
   }
 
   propose(data: Uint8Array): boolean {
@@ -101,7 +149,7 @@ export class SimNode {
   }
 
   private guard(action: () => void): void {
-    if (this.stopped) return;
+    if (this.node.isStopped) return;
     try {
       action();
     } catch (error) {
@@ -112,7 +160,7 @@ export class SimNode {
   }
 
   private kick(): void {
-    if (this.readyLoopRunning || this.stopped) return;
+    if (this.readyLoopRunning || this.node.isStopped) return;
     this.readyLoopRunning = true;
     this.readyLoop().then(
       () => {
@@ -120,47 +168,57 @@ export class SimNode {
       },
       (error: unknown) => {
         this.readyLoopRunning = false;
-        if (!this.stopped) this.context.onFailure(error);
+        if (!this.node.isStopped) this.context.onFailure(error);
       },
     );
   }
 
   private async readyLoop(): Promise<void> {
-    while (!this.stopped && this.raft.hasReady()) {
+    const checker = this.context.checkerOf(this.groupId);
+    while (!this.node.isStopped && this.raft.hasReady()) {
       const ready = this.raft.ready();
-      this.context.checker.observeAppended(this.id, ready.entries, (index) => this.raft.termAt(index) ?? ready.snapshot?.meta.term);
+      checker.observeAppended(this.node.id, ready.entries, (index) => this.raft.termAt(index) ?? ready.snapshot?.meta.term);
       if (this.context.ackBeforeFsync) this.sendAll(ready);
-      await this.storage.persist(GROUP_ID, { hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot });
-      if (this.stopped) return;
+      await this.storage.persist(this.groupId, { hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot });
+      if (this.node.isStopped) return;
       if (!this.context.ackBeforeFsync) this.sendAll(ready);
-      this.apply(ready);
+      this.apply(ready, checker);
+      this.serveReads(ready);
       this.raft.advance();
       await this.maybeSnapshot();
     }
   }
 
   private sendAll(ready: Ready): void {
-    for (const message of ready.messages) this.context.send(message);
+    for (const message of ready.messages) this.context.send({ groupId: this.groupId, message });
   }
 
-  private apply(ready: Ready): void {
+  private apply(ready: Ready, checker: SafetyChecker): void {
     if (ready.snapshot !== null) {
       this.machine.restore(ready.snapshot.data);
       this.machineIndex = ready.snapshot.meta.index;
     }
     for (const entry of ready.committedEntries) {
       this.machineIndex = entry.index;
-      this.context.checker.observeApplied(this.id, entry);
+      checker.observeApplied(this.node.id, entry);
       const proposalId = this.machine.apply(entry);
-      if (proposalId !== null) this.context.onApplied(this.id, proposalId);
+      if (proposalId !== null) this.context.onApplied(this.groupId, this.node.id, proposalId);
     }
+  }
+
+  private serveReads(ready: Ready): void {
+    this.readsWaiting.push(...ready.readStates);
+    const servable = this.readsWaiting.filter((read) => read.index <= this.machineIndex);
+    if (servable.length === 0) return;
+    this.readsWaiting = this.readsWaiting.filter((read) => read.index > this.machineIndex);
+    for (const read of servable) this.context.onRead(this.groupId, this.node.id, read.requestId, this.machine.ids());
   }
 
   private async maybeSnapshot(): Promise<void> {
     // The snapshot is of the machine, so it is taken at the index the machine has applied;
     // the core's applied index may already be ahead (a leader's snapshot being installed).
-    if (!this.storage.shouldSnapshot(GROUP_ID, this.machineIndex)) return;
+    if (!this.storage.shouldSnapshot(this.groupId, this.machineIndex)) return;
     const snapshot = this.raft.compact(this.machineIndex, this.machine.snapshot());
-    if (snapshot !== null) await this.storage.saveLocalSnapshot(GROUP_ID, snapshot);
+    if (snapshot !== null) await this.storage.saveLocalSnapshot(this.groupId, snapshot);
   }
 }

@@ -1,17 +1,24 @@
 import { RaftInvariantError, createRandom } from '@quorumq/raft';
-import type { Message, NodeId, PlantedBug, Random } from '@quorumq/raft';
-import { SafetyChecker, SafetyViolation } from './checker.js';
+import type { NodeId, PlantedBug, Random } from '@quorumq/raft';
+import { SafetyViolation } from './checker.js';
 import type { Property } from './checker.js';
 import { CrashedProcess, FakeDisk } from './fake-disk.js';
-import { encodeProposal } from './machine.js';
 import { SimNetwork, chance, describe } from './network.js';
 import type { NetworkFaults } from './network.js';
 import { Scheduler } from './scheduler.js';
 import { SimNode } from './sim-node.js';
+import type { GroupMessage, GroupReplica } from './sim-node.js';
+import { GroupWorkload } from './workload.js';
 
 /** Bugs that can be planted to prove the checkers catch them. */
 export type SimBug = PlantedBug | 'ackBeforeFsync';
-export const SIM_BUGS: readonly SimBug[] = ['commitPreviousTermByCount', 'forgetVoteOnRestart', 'voteWithoutLogCheck', 'ackBeforeFsync'];
+export const SIM_BUGS: readonly SimBug[] = [
+  'commitPreviousTermByCount',
+  'forgetVoteOnRestart',
+  'voteWithoutLogCheck',
+  'readIndexWithoutQuorum',
+  'ackBeforeFsync',
+];
 
 export interface SimOptions {
   readonly seed: number;
@@ -30,6 +37,7 @@ export interface FaultCounts {
   tornWrites: number;
   lostUnsyncedBytes: number;
   pauses: number;
+  transfers: number;
 }
 
 export interface SimResult {
@@ -39,8 +47,10 @@ export interface SimResult {
   readonly traceHash: string;
   readonly events: number;
   readonly nodeCount: number;
+  readonly groupCount: number;
   readonly faults: FaultCounts;
   readonly acknowledged: number;
+  readonly readsServed: number;
   readonly committed: number;
   readonly checks: number;
   readonly simulatedMs: number;
@@ -57,49 +67,57 @@ interface FaultProfile {
   readonly tornWriteRate: number;
   readonly tickMs: ReadonlyMap<NodeId, number>;
   readonly pauseEveryMs: number;
+  readonly transferEveryMs: number;
 }
 
 const TICK_MS = 10;
 const SETTLE_ROUNDS = 6;
-const PROPOSAL_EVERY_MS = 8;
-const PROPOSALS_IN_FLIGHT_MAX = 32;
-const RETRY_CHECK_EVERY_MS = 50;
-const RETRY_AFTER_MS = 1000;
 
 /**
- * One seeded run: a 3- or 5-node cluster under random faults, then a healed liveness phase.
- * Every source of nondeterminism comes from the seed, so a run replays exactly.
+ * One seeded run: a 3- or 5-node cluster hosting one to three Raft groups that share each
+ * node's WAL, under random faults, then a healed liveness phase. Every source of
+ * nondeterminism comes from the seed, so a run replays exactly.
  */
 export class Simulation {
   private readonly random: Random;
   private readonly scheduler = new Scheduler();
-  private readonly checker = new SafetyChecker();
   private readonly disk: FakeDisk;
   private readonly network: SimNetwork;
   private readonly nodes = new Map<NodeId, SimNode | 'down' | 'starting'>();
   private readonly ids: NodeId[];
+  private readonly workloads = new Map<string, GroupWorkload>();
   private readonly profile: FaultProfile;
   private readonly bugs: ReadonlySet<SimBug>;
-  private readonly faults: FaultCounts = { dropped: 0, duplicated: 0, partitions: 0, crashes: 0, tornWrites: 0, lostUnsyncedBytes: 0, pauses: 0 };
-  private readonly pending = new Map<string, { submittedAt: number; term: number; leader: NodeId | null }>();
-  private readonly acknowledged = new Set<string>();
+  private readonly faults: FaultCounts = {
+    dropped: 0,
+    duplicated: 0,
+    partitions: 0,
+    crashes: 0,
+    tornWrites: 0,
+    lostUnsyncedBytes: 0,
+    pauses: 0,
+    transfers: 0,
+  };
   private readonly pausedUntil = new Map<NodeId, number>();
-  private nextProposal = 0;
   private failure: unknown = null;
   private healed = false;
   private hash = 0x811c9dc5;
   private hash2 = 0x01000193;
   private events = 0;
-  private readonly observedLeaders = new Set<string>();
 
   constructor(private readonly options: SimOptions) {
     this.random = createRandom(options.seed);
     this.bugs = options.bugs ?? new Set();
     const nodeCount = this.random.nextInt(2) === 0 ? 3 : 5;
     this.ids = Array.from({ length: nodeCount }, (_, i) => `n${i + 1}`);
+    const groupCount = 1 + this.random.nextInt(3);
+    for (let g = 1; g <= groupCount; g++) {
+      const groupId = `g${g}`;
+      this.workloads.set(groupId, new GroupWorkload(groupId, this.scheduler, this.random, (id) => this.replica(id, groupId), this.ids));
+    }
     this.profile = this.chooseProfile();
     this.disk = new FakeDisk(this.scheduler, this.random);
-    this.network = new SimNetwork(this.scheduler, this.random, (message) => this.deliver(message), (line) => this.traceLine(line));
+    this.network = new SimNetwork(this.scheduler, this.random, (envelope) => this.deliver(envelope), (line) => this.traceLine(line));
     this.network.faults = this.profile.network;
   }
 
@@ -123,6 +141,7 @@ export class Simulation {
       tornWriteRate: pick([0, 0.5, 1]),
       tickMs,
       pauseEveryMs: pick([700, 2000, 1_000_000]),
+      transferEveryMs: pick([300, 1000, 1_000_000]),
     };
   }
 
@@ -131,7 +150,7 @@ export class Simulation {
     const livenessPhaseMs = this.options.livenessPhaseMs ?? 4000;
     for (const id of this.ids) this.startNode(id);
     for (const id of this.ids) this.scheduleTick(id);
-    this.scheduleClient(faultPhaseMs);
+    for (const workload of this.workloads.values()) workload.start(faultPhaseMs);
     this.scheduleFaults(faultPhaseMs);
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
     const deadline = faultPhaseMs + livenessPhaseMs;
@@ -150,7 +169,7 @@ export class Simulation {
       }
     }
     if (this.failure === null && !converged) this.failure = this.livenessFailure(livenessPhaseMs);
-    if (this.failure === null) this.checkNothingAcknowledgedLost();
+    if (this.failure === null) this.guard(() => this.workloads.forEach((workload) => workload.checkNothingAcknowledgedLost()));
     return this.result();
   }
 
@@ -159,9 +178,12 @@ export class Simulation {
   private startNode(id: NodeId): void {
     this.nodes.set(id, 'starting');
     const context = {
-      checker: this.checker,
-      send: (message: Message) => this.network.send(message),
-      onApplied: (_node: NodeId, proposalId: string) => this.onApplied(proposalId),
+      groupIds: [...this.workloads.keys()],
+      checkerOf: (groupId: string) => this.workload(groupId).checker,
+      send: (envelope: GroupMessage) => this.network.send(envelope),
+      onApplied: (groupId: string, _node: NodeId, proposalId: string) => this.workload(groupId).onApplied(proposalId),
+      onRead: (groupId: string, node: NodeId, requestId: string, applied: readonly string[]) =>
+        this.guard(() => this.workload(groupId).onRead(node, requestId, applied)),
       onFailure: (error: unknown) => this.fail(error),
       raftBugs: new Set([...this.bugs].filter((bug): bug is PlantedBug => bug !== 'ackBeforeFsync')),
       ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
@@ -169,12 +191,13 @@ export class Simulation {
       snapshotInterval: 40,
       appendEntriesMax: this.profile.appendEntriesMax,
       inflightAppendsMax: this.profile.inflightAppendsMax,
-      scheduleFlush: (flush: () => void) => this.scheduler.after(0, `walFlush ${id}`, () => {
-        if (this.nodes.get(id) !== 'down') flush();
-      }),
+      scheduleFlush: (flush: () => void) =>
+        this.scheduler.after(0, `walFlush ${id}`, () => {
+          if (this.nodes.get(id) !== 'down') flush();
+        }),
     };
-    const nodeSeed = this.random.nextInt(0x7fffffff);
-    SimNode.start(id, nodeSeed, this.disk.fsOf(id), this.disk.kvOf(id), context).then(
+    const nodeRandom = createRandom(this.random.nextInt(0x7fffffff));
+    SimNode.start(id, nodeRandom, this.disk.fsOf(id), this.disk.kvOf(id), context).then(
       (node) => {
         if (this.nodes.get(id) === 'starting') this.nodes.set(id, node);
         else node.stop();
@@ -183,11 +206,21 @@ export class Simulation {
     );
   }
 
+  private workload(groupId: string): GroupWorkload {
+    const workload = this.workloads.get(groupId);
+    if (workload === undefined) throw new Error(`unknown group ${groupId}`);
+    return workload;
+  }
+
   private live(id: NodeId): SimNode | null {
     const node = this.nodes.get(id);
     if (node === undefined || node === 'down' || node === 'starting') return null;
     if ((this.pausedUntil.get(id) ?? 0) > this.scheduler.now) return null;
     return node;
+  }
+
+  private replica(id: NodeId, groupId: string): GroupReplica | null {
+    return this.live(id)?.replica(groupId) ?? null;
   }
 
   private crash(id: NodeId): void {
@@ -208,8 +241,8 @@ export class Simulation {
     this.startNode(id);
   }
 
-  private deliver(message: Message): void {
-    this.live(message.to)?.receive(message);
+  private deliver(envelope: GroupMessage): void {
+    this.live(envelope.message.to)?.receive(envelope);
   }
 
   private scheduleTick(id: NodeId): void {
@@ -218,48 +251,6 @@ export class Simulation {
       this.live(id)?.tick();
       this.scheduleTick(id);
     });
-  }
-
-  // ------------------------------------------------------------ client
-
-  /**
-   * A client with a bounded number of proposals in flight. A proposal is retried (to the
-   * current leader) when the leader it went to lost its term, or after a timeout: the
-   * client never learns whether a lost proposal was committed, so retries are at least once.
-   */
-  private scheduleClient(faultPhaseMs: number): void {
-    this.scheduler.after(PROPOSAL_EVERY_MS, 'propose', () => {
-      if (this.scheduler.now >= faultPhaseMs) return;
-      if (this.pending.size < PROPOSALS_IN_FLIGHT_MAX) {
-        const proposalId = `p${this.nextProposal++}`;
-        this.pending.set(proposalId, { submittedAt: -Infinity, term: -1, leader: null });
-        this.submit(proposalId);
-      }
-      this.scheduleClient(faultPhaseMs);
-    });
-    const retry = (): void => {
-      for (const [proposalId, submission] of this.pending) {
-        const leader = submission.leader === null ? null : this.live(submission.leader);
-        const stillLeading = leader !== null && leader.raft.currentRole === 'leader' && leader.raft.currentTerm === submission.term;
-        if (!stillLeading || this.scheduler.now - submission.submittedAt >= RETRY_AFTER_MS) this.submit(proposalId);
-      }
-      this.scheduler.after(RETRY_CHECK_EVERY_MS, 'retry', retry);
-    };
-    this.scheduler.after(RETRY_CHECK_EVERY_MS, 'retry', retry);
-  }
-
-  private submit(proposalId: string): void {
-    const leaders = this.ids.filter((id) => this.live(id)?.raft.currentRole === 'leader');
-    if (leaders.length === 0) return;
-    const leader = leaders[this.random.nextInt(leaders.length)]!;
-    const node = this.live(leader);
-    if (node === null || !node.propose(encodeProposal(proposalId))) return;
-    this.pending.set(proposalId, { submittedAt: this.scheduler.now, term: node.raft.currentTerm, leader });
-  }
-
-  private onApplied(proposalId: string): void {
-    this.acknowledged.add(proposalId);
-    this.pending.delete(proposalId);
   }
 
   // ------------------------------------------------------------ faults
@@ -276,10 +267,16 @@ export class Simulation {
     repeat(this.profile.crashEveryMs, 'crash', () => this.crashRandomNode());
     repeat(this.profile.partitionEveryMs, 'partition', () => this.partitionRandomly());
     repeat(this.profile.pauseEveryMs, 'pause', () => this.pauseRandomNode());
+    repeat(this.profile.transferEveryMs, 'transfer', () => this.transferLeadership());
+  }
+
+  private randomGroup(): GroupWorkload {
+    const workloads = [...this.workloads.values()];
+    return workloads[this.random.nextInt(workloads.length)]!;
   }
 
   private crashRandomNode(): void {
-    const leader = this.ids.find((candidate) => this.live(candidate)?.raft.currentRole === 'leader');
+    const leader = this.randomGroup().leaders()[0];
     const id = leader !== undefined && chance(this.random, this.profile.crashLeaderRate) ? leader : this.ids[this.random.nextInt(this.ids.length)]!;
     this.crash(id);
     const downMs = 20 + this.random.nextInt(500);
@@ -316,6 +313,19 @@ export class Simulation {
     this.faults.pauses++;
   }
 
+  private transferLeadership(): void {
+    // An operator (or a draining node) hands leadership of a group to another voter.
+    const workload = this.randomGroup();
+    const leader = workload.leaders()[0];
+    if (leader === undefined) return;
+    const target = this.ids[this.random.nextInt(this.ids.length)]!;
+    const replica = this.replica(leader, workload.groupId);
+    if (replica === null || target === leader) return;
+    this.guard(() => replica.raft.transferLeadership(target));
+    this.faults.transfers++;
+    this.traceLine(`transfer ${workload.groupId} ${leader}->${target}`);
+  }
+
   private heal(): void {
     this.healed = true;
     this.network.heal();
@@ -328,54 +338,24 @@ export class Simulation {
   // ------------------------------------------------------------ checks
 
   private checkAfterStep(): void {
-    try {
-      for (const id of this.ids) {
-        const node = this.nodes.get(id);
-        if (node === undefined || node === 'down' || node === 'starting') continue;
-        if (node.raft.currentRole !== 'leader') continue;
-        const key = `${node.raft.currentTerm}/${id}`;
-        if (this.observedLeaders.has(key)) continue;
-        this.observedLeaders.add(key);
-        const status = node.raft.status();
-        this.checker.observeLeader(id, status.term);
-        this.checker.checkLeaderCompleteness({ id, term: status.term, snapshotIndex: status.firstIndex - 1, termAt: (i) => node.raft.termAt(i) });
-      }
-    } catch (error) {
-      this.fail(error);
-    }
+    this.guard(() => this.workloads.forEach((workload) => workload.checkLeaders()));
   }
 
   private hasConverged(): boolean {
-    if (this.pending.size > 0) return false;
-    const nodes = this.ids.map((id) => this.live(id));
-    const leaders = nodes.filter((node) => node?.raft.currentRole === 'leader');
-    if (leaders.length !== 1 || nodes.some((node) => node === null)) return false;
-    const commit = leaders[0]!.raft.commitIndex;
-    return nodes.every((node) => node!.machineIndex === commit && node!.raft.lastIndex === commit);
+    for (const workload of this.workloads.values()) if (!workload.hasConverged()) return false;
+    return true;
   }
 
   private livenessFailure(livenessPhaseMs: number): SafetyViolation {
-    const states = this.ids.map((id) => {
-      const s = this.live(id)?.raft.status();
-      return s === undefined ? `${id}:down` : `${id}:${s.role}/t${s.term}/c${s.commitIndex}/a${s.appliedIndex}/l${s.lastIndex}`;
-    });
-    return new SafetyViolation(
-      'Liveness',
-      `cluster did not converge within ${livenessPhaseMs} ms of healing: ${this.pending.size} proposals pending; ${states.join(' ')}`,
-    );
+    const states = [...this.workloads.values()].map((workload) => workload.describeState());
+    return new SafetyViolation('Liveness', `cluster did not converge within ${livenessPhaseMs} ms of healing: ${states.join('; ')}`);
   }
 
-  private checkNothingAcknowledgedLost(): void {
-    for (const id of this.ids) {
-      const node = this.live(id);
-      if (node === null) continue;
-      const applied = new Set(node.machine.ids());
-      for (const proposalId of this.acknowledged) {
-        if (!applied.has(proposalId)) {
-          this.failure = new SafetyViolation('AcknowledgedNotLost', `${id} lost acknowledged proposal ${proposalId}`);
-          return;
-        }
-      }
+  private guard(check: () => void): void {
+    try {
+      check();
+    } catch (error) {
+      this.fail(error);
     }
   }
 
@@ -401,6 +381,7 @@ export class Simulation {
     else if (failure !== null) violation = { property: 'Invariant', message: failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure) };
     this.faults.dropped = this.network.stats.dropped;
     this.faults.duplicated = this.network.stats.duplicated;
+    const workloads = [...this.workloads.values()];
     return {
       seed: this.options.seed,
       ok: violation === null,
@@ -408,10 +389,12 @@ export class Simulation {
       traceHash: this.hash.toString(16).padStart(8, '0') + this.hash2.toString(16).padStart(8, '0'),
       events: this.events,
       nodeCount: this.ids.length,
+      groupCount: workloads.length,
       faults: this.faults,
-      acknowledged: this.acknowledged.size,
-      committed: this.checker.committedCount,
-      checks: this.checker.checks,
+      acknowledged: workloads.reduce((sum, w) => sum + w.acknowledged.size, 0),
+      readsServed: workloads.reduce((sum, w) => sum + w.readsServed, 0),
+      committed: workloads.reduce((sum, w) => sum + w.checker.committedCount, 0),
+      checks: workloads.reduce((sum, w) => sum + w.checker.checks, 0),
       simulatedMs: this.scheduler.now,
     };
   }

@@ -19,6 +19,7 @@ describe('planted bugs are caught', () => {
     ['commitPreviousTermByCount', ['LeaderCompleteness', 'StateMachineSafety', 'AcknowledgedNotLost', 'LogMatching']],
     ['voteWithoutLogCheck', ['LeaderCompleteness', 'StateMachineSafety', 'AcknowledgedNotLost', 'LogMatching']],
     ['ackBeforeFsync', ['LeaderCompleteness', 'StateMachineSafety', 'AcknowledgedNotLost', 'LogMatching']],
+    ['readIndexWithoutQuorum', ['LinearizableRead']],
     // Storage also refuses a vote that changes within a term; either defence counts.
     ['forgetVoteOnRestart', ['ElectionSafety', 'LeaderCompleteness', 'StateMachineSafety', 'Invariant']],
   ];
