@@ -1,5 +1,5 @@
 import { RaftNode, createRandom } from '@quorumq/raft';
-import type { Message, NodeId, PlantedBug, Random, Ready } from '@quorumq/raft';
+import type { ConfChange, Message, NodeId, PlantedBug, Random, Ready } from '@quorumq/raft';
 import { NodeStorage } from '@quorumq/storage';
 import type { KvStore, WalFs } from '@quorumq/storage';
 import type { SafetyChecker } from './checker.js';
@@ -22,7 +22,8 @@ export interface SimNodeContext {
   readonly raftBugs: ReadonlySet<PlantedBug>;
   /** Planted driver bug: send a Ready's messages (acks, votes) before its data is durable. */
   readonly ackBeforeFsync: boolean;
-  readonly voters: readonly NodeId[];
+  /** The voters a group starts with; other nodes host an empty replica until they are added. */
+  readonly initialVoters: readonly NodeId[];
   readonly snapshotInterval: number;
   readonly appendEntriesMax: number;
   readonly inflightAppendsMax: number;
@@ -106,7 +107,9 @@ export class GroupReplica {
       {
         id: node.id,
         random: createRandom(seed),
-        initialConfig: { voters: [...context.voters], learners: [] },
+        initialConfig: context.initialVoters.includes(node.id)
+          ? { voters: [...context.initialVoters], learners: [] }
+          : { voters: [], learners: [] },
         electionTicks: 10,
         heartbeatTicks: 1,
         appendEntriesMax: context.appendEntriesMax,
@@ -136,6 +139,15 @@ export class GroupReplica {
     let accepted = false;
     this.guard(() => {
       accepted = this.raft.readIndex(requestId).ok;
+    });
+    return accepted;
+  }
+
+  /** Proposes a membership change; false if refused (not leader, another change pending...). */
+  changeMembership(change: ConfChange): boolean {
+    let accepted = false;
+    this.guard(() => {
+      accepted = this.raft.proposeConfChange(change).ok;
     });
     return accepted;
   }

@@ -1,5 +1,5 @@
 import { RaftInvariantError, createRandom } from '@quorumq/raft';
-import type { NodeId, PlantedBug, Random } from '@quorumq/raft';
+import type { ConfChange, NodeId, PlantedBug, Random } from '@quorumq/raft';
 import { SafetyViolation } from './checker.js';
 import type { Property } from './checker.js';
 import { CrashedProcess, FakeDisk } from './fake-disk.js';
@@ -38,6 +38,7 @@ export interface FaultCounts {
   lostUnsyncedBytes: number;
   pauses: number;
   transfers: number;
+  membershipChanges: number;
 }
 
 export interface SimResult {
@@ -68,6 +69,7 @@ interface FaultProfile {
   readonly tickMs: ReadonlyMap<NodeId, number>;
   readonly pauseEveryMs: number;
   readonly transferEveryMs: number;
+  readonly membershipEveryMs: number;
 }
 
 const TICK_MS = 10;
@@ -85,6 +87,8 @@ export class Simulation {
   private readonly network: SimNetwork;
   private readonly nodes = new Map<NodeId, SimNode | 'down' | 'starting'>();
   private readonly ids: NodeId[];
+  /** Every group starts with these voters; with membership changes, fewer than all nodes. */
+  private readonly initialVoters: NodeId[];
   private readonly workloads = new Map<string, GroupWorkload>();
   private readonly profile: FaultProfile;
   private readonly bugs: ReadonlySet<SimBug>;
@@ -97,6 +101,7 @@ export class Simulation {
     lostUnsyncedBytes: 0,
     pauses: 0,
     transfers: 0,
+    membershipChanges: 0,
   };
   private readonly pausedUntil = new Map<NodeId, number>();
   private failure: unknown = null;
@@ -110,6 +115,8 @@ export class Simulation {
     this.bugs = options.bugs ?? new Set();
     const nodeCount = this.random.nextInt(2) === 0 ? 3 : 5;
     this.ids = Array.from({ length: nodeCount }, (_, i) => `n${i + 1}`);
+    const membershipChanges = nodeCount === 5 && this.random.nextInt(2) === 0;
+    this.initialVoters = membershipChanges ? this.ids.slice(0, 3) : this.ids;
     const groupCount = 1 + this.random.nextInt(3);
     for (let g = 1; g <= groupCount; g++) {
       const groupId = `g${g}`;
@@ -142,6 +149,7 @@ export class Simulation {
       tickMs,
       pauseEveryMs: pick([700, 2000, 1_000_000]),
       transferEveryMs: pick([300, 1000, 1_000_000]),
+      membershipEveryMs: this.initialVoters.length < this.ids.length ? pick([150, 400]) : 1_000_000,
     };
   }
 
@@ -187,7 +195,7 @@ export class Simulation {
       onFailure: (error: unknown) => this.fail(error),
       raftBugs: new Set([...this.bugs].filter((bug): bug is PlantedBug => bug !== 'ackBeforeFsync')),
       ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
-      voters: this.ids,
+      initialVoters: this.initialVoters,
       snapshotInterval: 40,
       appendEntriesMax: this.profile.appendEntriesMax,
       inflightAppendsMax: this.profile.inflightAppendsMax,
@@ -268,6 +276,7 @@ export class Simulation {
     repeat(this.profile.partitionEveryMs, 'partition', () => this.partitionRandomly());
     repeat(this.profile.pauseEveryMs, 'pause', () => this.pauseRandomNode());
     repeat(this.profile.transferEveryMs, 'transfer', () => this.transferLeadership());
+    repeat(this.profile.membershipEveryMs, 'membership', () => this.changeMembership());
   }
 
   private randomGroup(): GroupWorkload {
@@ -324,6 +333,27 @@ export class Simulation {
     this.guard(() => replica.raft.transferLeadership(target));
     this.faults.transfers++;
     this.traceLine(`transfer ${workload.groupId} ${leader}->${target}`);
+  }
+
+  /**
+   * Adds a node (as a learner, promoted by the leader once caught up) or removes a voter,
+   * one at a time, keeping at least three voters.
+   */
+  private changeMembership(): void {
+    const workload = this.randomGroup();
+    const leader = workload.leaders()[0];
+    const replica = leader === undefined ? null : this.replica(leader, workload.groupId);
+    if (replica === null) return;
+    const config = replica.raft.status().config;
+    const outsiders = this.ids.filter((id) => !config.voters.includes(id) && !config.learners.includes(id));
+    const change: ConfChange =
+      outsiders.length > 0 && (config.voters.length <= 3 || this.random.nextInt(2) === 0)
+        ? { type: 'addLearner', nodeId: outsiders[this.random.nextInt(outsiders.length)]! }
+        : { type: 'remove', nodeId: config.voters[this.random.nextInt(config.voters.length)]! };
+    if (change.type === 'remove' && config.voters.length <= 3) return;
+    if (!replica.changeMembership(change)) return;
+    this.faults.membershipChanges++;
+    this.traceLine(`membership ${workload.groupId} ${change.type} ${change.nodeId}`);
   }
 
   private heal(): void {

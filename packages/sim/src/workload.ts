@@ -132,14 +132,30 @@ export class GroupWorkload {
     }
   }
 
-  /** One leader, nothing pending, and every replica has applied all of the leader's log. */
+  /**
+   * One leader, nothing pending, no learner left to promote, and every member has applied
+   * all of the leader's log.
+   */
   hasConverged(): boolean {
     if (this.pending.size > 0) return false;
-    const replicas = this.nodeIds.map((id) => this.replicaOn(id));
-    const leaders = replicas.filter((replica) => replica?.raft.currentRole === 'leader');
-    if (leaders.length !== 1 || replicas.some((replica) => replica === null)) return false;
-    const commit = leaders[0]!.raft.commitIndex;
-    return replicas.every((replica) => replica!.machineIndex === commit && replica!.raft.lastIndex === commit);
+    const leaders = this.leaders();
+    if (leaders.length !== 1) return false;
+    const leader = this.replicaOn(leaders[0]!)!;
+    const status = leader.raft.status();
+    if (status.config.learners.length > 0) return false;
+    return status.config.voters.every((id) => {
+      const replica = this.replicaOn(id);
+      return replica !== null && replica.machineIndex === status.commitIndex && replica.raft.lastIndex === status.commitIndex;
+    });
+  }
+
+  /** The members of the group, as its leader (or, without one, any replica) sees them. */
+  private members(): readonly NodeId[] {
+    const leader = this.leaders()[0];
+    const source = leader === undefined ? null : this.replicaOn(leader);
+    if (source === null) return this.nodeIds;
+    const config = source.raft.status().config;
+    return [...config.voters, ...config.learners];
   }
 
   describeState(): string {
@@ -152,9 +168,9 @@ export class GroupWorkload {
     return `${this.groupId} (${this.pending.size} pending) ${states.join(' ')}`;
   }
 
-  /** Every acknowledged proposal is in every replica's state machine. */
+  /** Every acknowledged proposal is in the state machine of every member. */
   checkNothingAcknowledgedLost(): void {
-    for (const id of this.nodeIds) {
+    for (const id of this.members()) {
       const replica = this.replicaOn(id);
       if (replica === null) continue;
       const applied = new Set(replica.machine.ids());
