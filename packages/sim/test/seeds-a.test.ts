@@ -13,6 +13,7 @@ test('seeds 0-249 run clean, with faults actually injected', async () => {
   expect(sum((r) => r.faults.lostUnsyncedBytes)).toBeGreaterThan(0);
   expect(sum((r) => r.acknowledged)).toBeGreaterThan(10_000);
   expect(sum((r) => r.faults.transfers)).toBeGreaterThan(100);
+  expect(sum((r) => r.faults.membershipChanges)).toBeGreaterThan(100);
   expect(sum((r) => r.readsServed)).toBeGreaterThan(5_000);
   expect(results.filter((r) => r.groupCount > 1).length).toBeGreaterThan(100);
   expect(results.filter((r) => r.nodeCount === 5).length).toBeGreaterThan(50);
