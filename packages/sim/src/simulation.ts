@@ -3,7 +3,7 @@ import type { ConfChange, NodeId, PlantedBug, Random } from '@quorumq/raft';
 import { SafetyViolation } from './checker.js';
 import type { Property } from './checker.js';
 import { CrashedProcess, FakeDisk } from './fake-disk.js';
-import { SimNetwork, chance, describe } from './network.js';
+import { SimNetwork, chance } from './network.js';
 import type { NetworkFaults } from './network.js';
 import { Scheduler } from './scheduler.js';
 import { SimNode } from './sim-node.js';
@@ -443,4 +443,3 @@ export function runSeed(options: SimOptions): Promise<SimResult> {
   return new Simulation(options).run();
 }
 
-export { describe as describeMessage };
