@@ -1,4 +1,5 @@
 export type * from './types.js';
+export { sendableBeforePersist } from './types.js';
 export { RaftNode } from './raft.js';
 export type { RaftOptions, RaftStatus, PlantedBug, ReadIndexResult, TransferResult } from './raft.js';
 export { RaftInvariantError } from './assert.js';

@@ -164,8 +164,13 @@ export interface ReadState {
  *    of the persisted log: the first entry's index can be at or below the last one stored);
  * 2. send `messages`;
  * 3. apply `committedEntries` in order (they are always already durable);
- * 4. call `advance(ready)`.
+ * 4. call `advance()`.
  * The node may be stepped and ticked between `ready()` and `advance()`.
+ *
+ * Exception to the order: a leader's requests to its followers (`sendableBeforePersist`)
+ * may be sent before step 1 finishes, so followers write in parallel with the leader (Raft
+ * dissertation 10.2.1). That is safe because the leader counts its own entries toward
+ * commit only after `advance()`, and its term and vote were durable before it led.
  */
 export interface Ready {
   readonly softState: SoftState | null;
@@ -177,6 +182,29 @@ export interface Ready {
   readonly readStates: readonly ReadState[];
   /** True when hardState (term or vote) or entries or snapshot changed: fdatasync needed. */
   readonly mustSync: boolean;
+}
+
+/**
+ * True for the messages a driver may send before the Ready that holds them is durable:
+ * a leader's appends, heartbeats, snapshot chunks and TimeoutNow. Votes and every response
+ * promise something about local durable state and must wait.
+ */
+export function sendableBeforePersist(message: Message): boolean {
+  switch (message.type) {
+    case 'append':
+    case 'heartbeat':
+    case 'snapshot':
+    case 'timeoutNow':
+      return true;
+    case 'preVote':
+    case 'preVoteResp':
+    case 'vote':
+    case 'voteResp':
+    case 'appendResp':
+    case 'heartbeatResp':
+    case 'snapshotResp':
+      return false;
+  }
 }
 
 /** What the driver restores a node from after a restart (or a fresh start). */

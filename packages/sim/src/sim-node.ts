@@ -1,4 +1,4 @@
-import { RaftNode, createRandom } from '@quorumq/raft';
+import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
 import type { ConfChange, Message, NodeId, PlantedBug, Random, Ready } from '@quorumq/raft';
 import { NodeStorage } from '@quorumq/storage';
 import type { KvStore, WalFs } from '@quorumq/storage';
@@ -190,10 +190,14 @@ export class GroupReplica {
     while (!this.node.isStopped && this.raft.hasReady()) {
       const ready = this.raft.ready();
       checker.observeAppended(this.node.id, ready.entries, (index) => this.raft.termAt(index) ?? ready.snapshot?.meta.term);
-      if (this.context.ackBeforeFsync) this.sendAll(ready);
+      // A leader's requests go out while it writes; everything else waits for the fdatasync
+      // (the planted bug sends acknowledgements early too).
+      const early = this.context.ackBeforeFsync ? ready.messages : ready.messages.filter(sendableBeforePersist);
+      const late = this.context.ackBeforeFsync ? [] : ready.messages.filter((message) => !sendableBeforePersist(message));
+      this.sendAll(early);
       await this.storage.persist(this.groupId, { hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot });
       if (this.node.isStopped) return;
-      if (!this.context.ackBeforeFsync) this.sendAll(ready);
+      this.sendAll(late);
       this.apply(ready, checker);
       this.serveReads(ready);
       this.raft.advance();
@@ -201,8 +205,8 @@ export class GroupReplica {
     }
   }
 
-  private sendAll(ready: Ready): void {
-    for (const message of ready.messages) this.context.send({ groupId: this.groupId, message });
+  private sendAll(messages: readonly Message[]): void {
+    for (const message of messages) this.context.send({ groupId: this.groupId, message });
   }
 
   private apply(ready: Ready, checker: SafetyChecker): void {
