@@ -14,7 +14,7 @@ async function firstFailure(bug: SimBug): Promise<SimResult | null> {
 
 // Proof that the checkers can fail: each planted bug must be caught within 1,000 seeds,
 // by a safety check rather than by the cluster merely getting stuck.
-describe('planted bugs are caught', () => {
+describe('planted bugs are caught', { timeout: 300_000 }, () => {
   const cases: Array<[SimBug, readonly string[]]> = [
     ['commitPreviousTermByCount', ['LeaderCompleteness', 'StateMachineSafety', 'AcknowledgedNotLost', 'LogMatching']],
     ['voteWithoutLogCheck', ['LeaderCompleteness', 'StateMachineSafety', 'AcknowledgedNotLost', 'LogMatching']],

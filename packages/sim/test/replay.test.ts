@@ -1,7 +1,7 @@
 import { expect, test } from 'vitest';
 import { runSeed } from '../src/index.js';
 
-test('a seed replays exactly: same trace hash, same events, same outcome', async () => {
+test('a seed replays exactly: same trace hash, same events, same outcome', { timeout: 60_000 }, async () => {
   for (const seed of [3, 17, 123]) {
     const first = await runSeed({ seed });
     const second = await runSeed({ seed });

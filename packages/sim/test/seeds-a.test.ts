@@ -2,7 +2,7 @@ import { expect, test } from 'vitest';
 import { expectCleanSeeds } from './seeds.js';
 
 // 500 seeds run in two files so that both cores work on them.
-test('seeds 0-249 run clean, with faults actually injected', async () => {
+test('seeds 0-249 run clean, with faults actually injected', { timeout: 300_000 }, async () => {
   const results = await expectCleanSeeds(0, 250);
   const sum = (pick: (r: (typeof results)[number]) => number): number => results.reduce((s, r) => s + pick(r), 0);
   expect(sum((r) => r.faults.crashes)).toBeGreaterThan(100);
