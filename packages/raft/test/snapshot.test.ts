@@ -301,3 +301,40 @@ describe('InstallSnapshot in chunks', () => {
     c.assertSafe();
   });
 });
+
+describe('compact() when there is nothing to compact', () => {
+  test('returns null at or below the newest snapshot, and while a leader\'s snapshot is being installed', () => {
+    const c = new TestCluster(['a', 'b', 'c'], { retainedEntriesAfterSnapshot: 0 });
+    c.elect('a');
+    c.isolate('c');
+    for (let i = 0; i < 6; i++) c.propose('a', `v${i}`);
+    c.stabilize();
+    run(c, 1);
+    const snapshot = c.snapshot('a');
+    expect(c.raft('a').compact(snapshot.meta.index, encodeMachine([]))).toBeNull();
+    expect(c.raft('a').compact(snapshot.meta.index - 1, encodeMachine([]))).toBeNull();
+
+    // c is behind the leader's first index: it receives the snapshot. Step the chunks in
+    // by hand and stop before c's driver takes its Ready: the core already applied the
+    // snapshot's index, but the driver's machine is still at its old index.
+    c.heal();
+    const machineIndex = c.raft('c').status().appliedIndex;
+    for (let round = 0; round < 10 && c.raft('c').status().appliedIndex < snapshot.meta.index; round++) {
+      c.tick('a');
+      c.processReady();
+      const batch = c.queue;
+      c.queue = [];
+      for (const message of batch) {
+        if (message.to === 'c') c.raft('c').step(message);
+        else c.deliver(message);
+      }
+    }
+    expect(c.raft('c').status().appliedIndex).toBe(snapshot.meta.index);
+    expect(machineIndex).toBeLessThan(snapshot.meta.index);
+    // A driver snapshotting what its machine applied must not get a snapshot of the wrong index.
+    expect(c.raft('c').compact(Math.max(machineIndex, 1), encodeMachine([]))).toBeNull();
+    c.stabilize();
+    expect(c.node('c').durable.snapshot?.meta.index).toBe(snapshot.meta.index);
+    expect(c.node('c').machine).toEqual(['v0', 'v1', 'v2', 'v3', 'v4', 'v5']);
+  });
+});
