@@ -91,8 +91,10 @@ class NodeDisk {
       const appendedOnly = unsynced > 0 && startsWith(file.current, file.synced);
       let kept = file.synced;
       if (appendedOnly && chance(this.random, tornWriteRate)) {
-        // A torn write: some prefix of the unsynced appends reached the platter.
+        // A torn write: some prefix of the unsynced appends reached the platter; or the file
+        // grew but its new blocks were never written and read back as zeros.
         kept = file.current.slice(0, file.synced.byteLength + this.random.nextInt(unsynced));
+        if (chance(this.random, 0.3)) kept.fill(0, file.synced.byteLength);
         torn = kept.byteLength > file.synced.byteLength;
       }
       lostBytes += Math.max(0, file.current.byteLength - kept.byteLength);
