@@ -85,9 +85,10 @@ export class Progress {
    * the rejection is stale.
    */
   maybeDecrTo(rejected: number, probeFrom: number): boolean {
+    // A rejection at or below the match index is stale. (Or the follower lost entries it
+    // had acknowledged as durable; probing the same index again would only ping-pong.)
+    if (rejected <= this.match) return false;
     if (this.state === 'replicate') {
-      // Stale unless it rejects exactly what we sent after the known match.
-      if (rejected <= this.match) return false;
       this.next = this.match + 1;
       return true;
     }

@@ -74,6 +74,8 @@ interface FaultProfile {
 
 const TICK_MS = 10;
 const SETTLE_ROUNDS = 6;
+/** A healthy seed takes tens of thousands of events; a message storm must not hang the run. */
+const EVENTS_MAX = 2_000_000;
 
 /**
  * One seeded run: a 3- or 5-node cluster hosting one to three Raft groups that share each
@@ -166,7 +168,10 @@ export class Simulation {
     while (this.failure === null) {
       const event = this.scheduler.pop();
       if (event === undefined || event.time > deadline) break;
-      this.events++;
+      if (++this.events > EVENTS_MAX) {
+        this.failure = new SafetyViolation('Liveness', `more than ${EVENTS_MAX} events by ${event.time} ms: a message storm or livelock`);
+        break;
+      }
       this.traceLine(`${event.time} ${event.label}`);
       event.run();
       await settle();
