@@ -1,1 +1,1 @@
-export {};
+export * from './topology/index.js';
