@@ -1,1 +1,2 @@
 export * from './topology/index.js';
+export * from './machine/index.js';

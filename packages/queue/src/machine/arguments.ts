@@ -1,0 +1,160 @@
+import { QueueArgumentError } from './errors.js';
+
+/** Spec 6: `overflow` behaviours when `max_length` / `max_length_bytes` is reached. */
+export type Overflow = 'drop-head' | 'reject-publish' | 'reject-publish-dlx';
+
+/** Spec 5: `dead_letter_strategy`. */
+export type DeadLetterStrategy = 'at-least-once' | 'at-most-once';
+
+/** The queue arguments the machine enforces, validated and with the spec's defaults. */
+export interface QueueArguments {
+  /** Spec 4: default 20; -1 means unlimited. */
+  readonly deliveryLimit: number;
+  readonly deadLetterExchange: string | null;
+  readonly deadLetterRoutingKey: string | null;
+  readonly deadLetterStrategy: DeadLetterStrategy;
+  /** Spec 6: queue-wide message TTL, or null for none. */
+  readonly messageTtlMs: number | null;
+  readonly maxLength: number | null;
+  readonly maxLengthBytes: number | null;
+  readonly overflow: Overflow;
+  /** Spec 6: 0 = priorities off, at most 31. */
+  readonly maxPriority: number;
+  readonly singleActiveConsumer: boolean;
+  /** Spec 2: a producer idle longer than this is forgotten by dedup. */
+  readonly dedupWindowMs: number;
+  /** Spec 3: default 30 min; null disables the timeout. */
+  readonly consumerTimeoutMs: number | null;
+  readonly autoDelete: boolean;
+  /** Spec 7: `expires`, the idle lease of the queue, or null for none. */
+  readonly expiresMs: number | null;
+  readonly exclusive: boolean;
+}
+
+/** What a client may pass; every field optional and not yet trusted. */
+export type QueueArgumentsInput = { readonly [K in keyof QueueArguments]?: unknown };
+
+export const DELIVERY_LIMIT_DEFAULT = 20;
+export const DEDUP_WINDOW_DEFAULT_MS = 2 * 60 * 1000;
+export const CONSUMER_TIMEOUT_DEFAULT_MS = 30 * 60 * 1000;
+export const MAX_PRIORITY_MAX = 31;
+
+export const DEFAULT_ARGUMENTS: QueueArguments = {
+  deliveryLimit: DELIVERY_LIMIT_DEFAULT,
+  deadLetterExchange: null,
+  deadLetterRoutingKey: null,
+  deadLetterStrategy: 'at-least-once',
+  messageTtlMs: null,
+  maxLength: null,
+  maxLengthBytes: null,
+  overflow: 'drop-head',
+  maxPriority: 0,
+  singleActiveConsumer: false,
+  dedupWindowMs: DEDUP_WINDOW_DEFAULT_MS,
+  consumerTimeoutMs: CONSUMER_TIMEOUT_DEFAULT_MS,
+  autoDelete: false,
+  expiresMs: null,
+  exclusive: false,
+};
+
+function wrongType(argument: string, expected: string, value: unknown): QueueArgumentError {
+  const got = value === null ? 'null' : typeof value;
+  return new QueueArgumentError(
+    argument,
+    `queue argument ${argument} must be ${expected}, got ${got} (${String(value)}); fix the declare arguments`,
+  );
+}
+
+function integerIn(argument: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    return failWith(wrongType(argument, `an integer from ${min} to ${max}`, value));
+  }
+  return value;
+}
+
+function failWith(error: QueueArgumentError): never {
+  throw error;
+}
+
+function optionalInteger(argument: string, value: unknown, min: number): number | null {
+  if (value === undefined || value === null) return null;
+  return integerIn(argument, value, min, Number.MAX_SAFE_INTEGER);
+}
+
+function optionalString(argument: string, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') return failWith(wrongType(argument, 'a string', value));
+  return value;
+}
+
+function flag(argument: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') return failWith(wrongType(argument, 'a boolean', value));
+  return value;
+}
+
+function oneOf<T extends string>(argument: string, value: unknown, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  const match = allowed.find((candidate) => candidate === value);
+  if (match === undefined) return failWith(wrongType(argument, `one of ${allowed.join(', ')}`, value));
+  return match;
+}
+
+function deliveryLimit(value: unknown): number {
+  if (value === undefined) return DELIVERY_LIMIT_DEFAULT;
+  if (value === -1) return -1;
+  return integerIn('deliveryLimit', value, 0, Number.MAX_SAFE_INTEGER);
+}
+
+/**
+ * Validates and completes declare arguments. Throws `QueueArgumentError` naming the
+ * first argument of the wrong type or range.
+ */
+export function parseQueueArguments(input: QueueArgumentsInput = {}): QueueArguments {
+  const known = new Set(Object.keys(DEFAULT_ARGUMENTS));
+  for (const key of Object.keys(input)) {
+    if (!known.has(key)) throw new QueueArgumentError(key, `unknown queue argument ${key}`);
+  }
+  const consumerTimeout = input.consumerTimeoutMs;
+  return {
+    deliveryLimit: deliveryLimit(input.deliveryLimit),
+    deadLetterExchange: optionalString('deadLetterExchange', input.deadLetterExchange),
+    deadLetterRoutingKey: optionalString('deadLetterRoutingKey', input.deadLetterRoutingKey),
+    deadLetterStrategy: oneOf('deadLetterStrategy', input.deadLetterStrategy, ['at-least-once', 'at-most-once'], 'at-least-once'),
+    messageTtlMs: optionalInteger('messageTtlMs', input.messageTtlMs, 0),
+    maxLength: optionalInteger('maxLength', input.maxLength, 0),
+    maxLengthBytes: optionalInteger('maxLengthBytes', input.maxLengthBytes, 0),
+    overflow: oneOf('overflow', input.overflow, ['drop-head', 'reject-publish', 'reject-publish-dlx'], 'drop-head'),
+    maxPriority: input.maxPriority === undefined ? 0 : integerIn('maxPriority', input.maxPriority, 0, MAX_PRIORITY_MAX),
+    singleActiveConsumer: flag('singleActiveConsumer', input.singleActiveConsumer),
+    dedupWindowMs:
+      input.dedupWindowMs === undefined ? DEDUP_WINDOW_DEFAULT_MS : integerIn('dedupWindowMs', input.dedupWindowMs, 0, Number.MAX_SAFE_INTEGER),
+    consumerTimeoutMs:
+      consumerTimeout === undefined ? CONSUMER_TIMEOUT_DEFAULT_MS : optionalInteger('consumerTimeoutMs', consumerTimeout, 1),
+    autoDelete: flag('autoDelete', input.autoDelete),
+    expiresMs: optionalInteger('expiresMs', input.expiresMs, 1),
+    exclusive: flag('exclusive', input.exclusive),
+  };
+}
+
+/** Spec 4 and 5: declare-time warnings (the declare still succeeds). */
+export function argumentWarnings(args: QueueArguments): string[] {
+  const warnings: string[] = [];
+  if (args.deliveryLimit !== -1 && args.deadLetterExchange === null) {
+    warnings.push(
+      `delivery_limit is ${args.deliveryLimit} but no dead_letter_exchange is set: messages over the limit will be dropped`,
+    );
+  }
+  return warnings;
+}
+
+/**
+ * Spec 7: a redeclare is idempotent only when the arguments match. Returns the name of
+ * the first argument that differs (to be reported as FAILED_PRECONDITION), or null.
+ */
+export function argumentMismatch(existing: QueueArguments, requested: QueueArguments): keyof QueueArguments | null {
+  for (const key of Object.keys(DEFAULT_ARGUMENTS) as Array<keyof QueueArguments>) {
+    if (existing[key] !== requested[key]) return key;
+  }
+  return null;
+}

@@ -1,0 +1,74 @@
+import { assert } from './errors.js';
+
+/**
+ * A growable ring buffer of message ids (numbers). Ready messages are kept as ids
+ * only, so a backlog costs 8 bytes per message here plus its header elsewhere.
+ */
+export class IdDeque {
+  private buffer: Float64Array;
+  private head = 0;
+  private count = 0;
+
+  constructor(capacity = 16) {
+    assert(capacity > 0, 'deque capacity must be positive');
+    this.buffer = new Float64Array(capacity);
+  }
+
+  get length(): number {
+    return this.count;
+  }
+
+  pushBack(id: number): void {
+    if (this.count === this.buffer.length) this.grow();
+    this.buffer[(this.head + this.count) % this.buffer.length] = id;
+    this.count += 1;
+  }
+
+  pushFront(id: number): void {
+    if (this.count === this.buffer.length) this.grow();
+    this.head = (this.head - 1 + this.buffer.length) % this.buffer.length;
+    this.buffer[this.head] = id;
+    this.count += 1;
+  }
+
+  peekFront(): number | undefined {
+    return this.count === 0 ? undefined : this.buffer[this.head];
+  }
+
+  popFront(): number | undefined {
+    if (this.count === 0) return undefined;
+    const id = this.buffer[this.head];
+    this.head = (this.head + 1) % this.buffer.length;
+    this.count -= 1;
+    return id;
+  }
+
+  clear(): void {
+    this.head = 0;
+    this.count = 0;
+  }
+
+  toArray(): number[] {
+    const ids: number[] = [];
+    for (let i = 0; i < this.count; i += 1) {
+      const id = this.buffer[(this.head + i) % this.buffer.length];
+      assert(id !== undefined, 'deque slot out of range');
+      ids.push(id);
+    }
+    return ids;
+  }
+
+  static fromArray(ids: readonly number[]): IdDeque {
+    const deque = new IdDeque(Math.max(16, ids.length));
+    for (const id of ids) deque.pushBack(id);
+    return deque;
+  }
+
+  private grow(): void {
+    const next = new Float64Array(this.buffer.length * 2);
+    const ids = this.toArray();
+    next.set(ids);
+    this.buffer = next;
+    this.head = 0;
+  }
+}

@@ -1,0 +1,36 @@
+/** Public API of the quorum-queue state machine. */
+export { apply } from './machine.js';
+export {
+  parseQueueArguments,
+  argumentWarnings,
+  argumentMismatch,
+  DEFAULT_ARGUMENTS,
+  DELIVERY_LIMIT_DEFAULT,
+  DEDUP_WINDOW_DEFAULT_MS,
+  CONSUMER_TIMEOUT_DEFAULT_MS,
+  MAX_PRIORITY_MAX,
+} from './arguments.js';
+export type { QueueArguments, QueueArgumentsInput, Overflow, DeadLetterStrategy } from './arguments.js';
+export { recordDeath, deathHeaders, isDeadLetterCycle } from './deaths.js';
+export type { Death, DeadLetterReason, DeathRecord, DeathSummary, Deaths, DeathHeaders, XDeathEntry } from './deaths.js';
+export { QueueArgumentError, QueueInvariantError } from './errors.js';
+export { createQueueState } from './state.js';
+export type { QueueState, MessageHeader, ConsumerState, Place, GoneReason } from './state.js';
+export { pendingDeadLetterEffects } from './deadletter.js';
+export { leaderEffects } from './tick.js';
+export { DELIVERIES_PER_APPLY_MAX } from './delivery.js';
+export { snapshot, restore, encodeSnapshot, decodeSnapshot, stateHash, lowestLiveIndex, SNAPSHOT_VERSION } from './snapshot.js';
+export type { QueueSnapshot } from './snapshot.js';
+export type {
+  Meta,
+  Command,
+  CommandType,
+  EnqueueCommand,
+  ConsumerId,
+  Reply,
+  ErrorReply,
+  ErrorCode,
+  Effect,
+  ApplyResult,
+  DeliveredMessage,
+} from './types.js';

@@ -1,0 +1,276 @@
+/**
+ * The quorum-queue state machine: `apply(meta, command, state) -> { state, reply, effects }`,
+ * after rabbit_fifo. Pure and deterministic: the only clock is `meta.now`, the only ids
+ * are Raft indexes. `apply` takes ownership of `state` and mutates it in place for speed;
+ * a command that fails validation leaves it untouched.
+ */
+import { confirmDeadLetter, deadLetter, isExpired } from './deadletter.js';
+import { deliverAvailable, describeDelivery, electActiveConsumer, takeLiveReady } from './delivery.js';
+import { assert } from './errors.js';
+import {
+  admit,
+  deliverTo,
+  remove,
+  type ConsumerState,
+  type GoneReason,
+  type MessageHeader,
+  type QueueState,
+} from './state.js';
+import { forgetIdleProducers } from './dedup.js';
+import { returnMessage } from './returns.js';
+import { runTick, scheduleNextTick } from './tick.js';
+import type { ApplyResult, Command, ConsumerId, Effect, EnqueueCommand, Meta, Reply } from './types.js';
+import { validateCommand } from './validate.js';
+
+const OK: Reply = { type: 'ok' };
+
+export function apply(leaderMeta: Meta, command: Command, state: QueueState): ApplyResult<QueueState> {
+  const problem = validateCommand(state, command);
+  if (problem !== null) return { state, reply: problem, effects: [] };
+  assert(leaderMeta.index > state.lastIndex, () => `index ${leaderMeta.index} applied after ${state.lastIndex}`);
+  // A new leader's clock may be behind the old one's; time inside the machine never goes back.
+  const meta: Meta = { ...leaderMeta, now: Math.max(leaderMeta.now, state.clockMs) };
+  state.clockMs = meta.now;
+  state.lastIndex = meta.index;
+  const effects: Effect[] = [];
+  const reply = applyValid(meta, command, state, effects);
+  if (!state.deleted) {
+    const moreToDeliver = deliverAvailable(state, meta.now, effects);
+    // The rest is delivered by the next command; a tick now makes sure one comes.
+    if (moreToDeliver) effects.push({ type: 'scheduleTick', at: meta.now });
+    scheduleNextTick(state, meta.now, effects);
+  }
+  return { state, reply, effects };
+}
+
+function applyValid(meta: Meta, command: Command, state: QueueState, effects: Effect[]): Reply {
+  switch (command.type) {
+    case 'enqueue':
+      return enqueue(meta, command, state, effects);
+    case 'subscribe':
+      return subscribe(meta, state, command.consumerId, command.prefetch, command.priority ?? 0);
+    case 'credit':
+      return setPrefetch(state, command.consumerId, command.prefetch);
+    case 'cancel':
+    case 'consumerDown':
+      return cancel(meta, state, command.consumerId, effects);
+    case 'ack':
+      return settle(state, command.consumerId, command.deliveryTag, command.multiple, (m) => remove(state, m, 'acked'));
+    case 'return': {
+      const notBefore = meta.now + (command.delayMs ?? 0);
+      return settle(state, command.consumerId, command.deliveryTag, command.multiple, (m) => returnMessage(state, m, notBefore, meta.now, effects));
+    }
+    case 'discard':
+      return settle(state, command.consumerId, command.deliveryTag, command.multiple, (m) => deadLetter(state, m, 'rejected', meta.now, effects));
+    case 'get':
+      return get(meta, state, command.ackMode, command.consumerId, effects);
+    case 'purge':
+      return { type: 'purged', messagesDropped: dropWaiting(state, 'purged', effects) };
+    case 'tick':
+      runTick(state, meta.now, effects);
+      return OK;
+    case 'deadLetterConfirmed':
+      for (const id of command.messageIds) confirmDeadLetter(state, id);
+      return OK;
+    case 'declare':
+      // Spec 7: a redeclare renews the `expires` lease. Argument comparison is the topology's.
+      state.lastUsedAt = meta.now;
+      return OK;
+    case 'delete':
+      return deleteQueue(state, effects);
+    case 'sessionEnded':
+      if (state.args.exclusive) effects.push({ type: 'deleteQueue', reason: 'exclusive' });
+      return OK;
+  }
+}
+
+function effectiveTtlMs(state: QueueState, command: EnqueueCommand): number {
+  const queueTtl = state.args.messageTtlMs ?? -1;
+  const messageTtl = command.expirationMs ?? -1;
+  if (queueTtl < 0) return messageTtl;
+  if (messageTtl < 0) return queueTtl;
+  return Math.min(queueTtl, messageTtl);
+}
+
+function isDuplicate(state: QueueState, command: EnqueueCommand, now: number): boolean {
+  forgetIdleProducers(state, now);
+  if (command.producerId === undefined || command.sequence === undefined) return false;
+  const known = state.producers.get(command.producerId);
+  return known !== undefined && command.sequence <= known.sequence;
+}
+
+function rememberProducer(state: QueueState, command: EnqueueCommand, now: number): void {
+  if (command.producerId === undefined || command.sequence === undefined) return;
+  // Delete then set keeps the map ordered by last use, so forgetting scans only the old.
+  state.producers.delete(command.producerId);
+  state.producers.set(command.producerId, { sequence: command.sequence, lastSeenAt: now });
+}
+
+function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState): MessageHeader {
+  const ttlMs = effectiveTtlMs(state, command);
+  const delayedUntil = command.delayMs !== undefined ? meta.now + command.delayMs : (command.notBefore ?? 0);
+  return {
+    id: meta.index,
+    sizeBytes: command.sizeBytes,
+    priority: Math.min(command.priority ?? 0, state.args.maxPriority),
+    exchange: command.exchange,
+    routingKeys: [...command.routingKeys],
+    deaths: command.deaths ?? null,
+    expiresAt: ttlMs < 0 ? -1 : meta.now + ttlMs,
+    expirationMs: command.expirationMs ?? -1,
+    notBefore: delayedUntil > meta.now ? delayedUntil : 0,
+    deliveryCount: 0,
+    place: 'ready',
+    consumerId: null,
+    deliveryTag: 0,
+    deliveredAt: 0,
+  };
+}
+
+function wouldOverflow(state: QueueState, sizeBytes: number): boolean {
+  const { maxLength, maxLengthBytes } = state.args;
+  const count = state.totals.ready.count + state.totals.delayed.count;
+  const bytes = state.totals.ready.bytes + state.totals.delayed.bytes;
+  return (maxLength !== null && count + 1 > maxLength) || (maxLengthBytes !== null && bytes + sizeBytes > maxLengthBytes);
+}
+
+function enqueue(meta: Meta, command: EnqueueCommand, state: QueueState, effects: Effect[]): Reply {
+  if (isDuplicate(state, command, meta.now)) {
+    return { type: 'duplicate', producerId: command.producerId ?? '', sequence: command.sequence ?? 0 };
+  }
+  const message = createHeader(meta, command, state);
+  const overflow = wouldOverflow(state, message.sizeBytes);
+  if (overflow && state.args.overflow === 'reject-publish') return { type: 'rejected', reason: 'maxlen' };
+  admit(state, message, meta.now);
+  if (overflow && state.args.overflow === 'reject-publish-dlx') {
+    deadLetter(state, message, 'maxlen', meta.now, effects);
+    return { type: 'rejected', reason: 'maxlen' };
+  }
+  rememberProducer(state, command, meta.now);
+  if (overflow) dropHeadWhileOver(state, meta.now, effects);
+  const waiting = state.messages.get(message.id) === message && (message.place === 'ready' || message.place === 'delayed');
+  if (waiting && isExpired(message, meta.now)) deadLetter(state, message, 'expired', meta.now, effects);
+  return { type: 'enqueued', messageId: message.id };
+}
+
+/** Spec 6 drop-head: the oldest waiting messages make room, dead-lettered as `maxlen`. */
+function dropHeadWhileOver(state: QueueState, now: number, effects: Effect[]): void {
+  const { maxLength, maxLengthBytes } = state.args;
+  const over = (): boolean =>
+    (maxLength !== null && state.totals.ready.count + state.totals.delayed.count > maxLength) ||
+    (maxLengthBytes !== null && state.totals.ready.bytes + state.totals.delayed.bytes > maxLengthBytes);
+  while (over()) {
+    const head = takeLiveReady(state, now, effects);
+    if (head === undefined) return;
+    deadLetter(state, head, 'maxlen', now, effects);
+  }
+}
+
+function subscribe(meta: Meta, state: QueueState, consumerId: ConsumerId, prefetch: number, priority: number): Reply {
+  const consumer: ConsumerState = {
+    id: consumerId,
+    prefetch,
+    priority,
+    registeredIndex: meta.index,
+    unacked: new Map(),
+    nextDeliveryTag: 1,
+    lastServedSeq: 0,
+  };
+  state.consumers.set(consumerId, consumer);
+  state.hadConsumer = true;
+  state.lastUsedAt = meta.now;
+  electActiveConsumer(state);
+  return OK;
+}
+
+function setPrefetch(state: QueueState, consumerId: ConsumerId, prefetch: number): Reply {
+  const consumer = state.consumers.get(consumerId);
+  assert(consumer !== undefined, 'validated consumer missing');
+  consumer.prefetch = prefetch;
+  return OK;
+}
+
+/** Spec 3: a leaving consumer's unacked deliveries return and count as failed. */
+function cancel(meta: Meta, state: QueueState, consumerId: ConsumerId, effects: Effect[]): Reply {
+  const consumer = state.consumers.get(consumerId);
+  assert(consumer !== undefined, 'validated consumer missing');
+  // Highest id first: each return then lands at the cheap end of the returned index.
+  for (const messageId of [...consumer.unacked.values()].reverse()) {
+    const message = state.messages.get(messageId);
+    assert(message !== undefined, () => `unacked message ${messageId} missing`);
+    returnMessage(state, message, meta.now, meta.now, effects);
+  }
+  state.consumers.delete(consumerId);
+  if (state.activeConsumerId === consumerId) state.activeConsumerId = null;
+  electActiveConsumer(state);
+  if (state.consumers.size === 0) {
+    state.lastUsedAt = meta.now;
+    // Spec 7: only a queue that had a consumer is auto-deleted when the last one leaves.
+    if (state.args.autoDelete && state.hadConsumer) effects.push({ type: 'deleteQueue', reason: 'auto_delete' });
+  }
+  return OK;
+}
+
+/** Applies `settleOne` to the tag, or with `multiple` to every unacked tag up to it. */
+function settle(
+  state: QueueState,
+  consumerId: ConsumerId,
+  deliveryTag: number,
+  multiple: boolean | undefined,
+  settleOne: (message: MessageHeader) => void,
+): Reply {
+  const consumer = state.consumers.get(consumerId);
+  assert(consumer !== undefined, 'validated consumer missing');
+  const tags = multiple === true ? [...consumer.unacked.keys()].filter((tag) => tag <= deliveryTag) : [deliveryTag];
+  for (const tag of tags) {
+    const message = state.messages.get(consumer.unacked.get(tag) ?? -1);
+    assert(message !== undefined && message.place === 'delivered', () => `tag ${tag} has no delivered message`);
+    settleOne(message);
+  }
+  return OK;
+}
+
+function get(meta: Meta, state: QueueState, ackMode: 'auto' | 'manual', consumerId: ConsumerId | undefined, effects: Effect[]): Reply {
+  state.lastUsedAt = meta.now;
+  const message = takeLiveReady(state, meta.now, effects);
+  if (message === undefined) return { type: 'empty' };
+  if (ackMode === 'auto') {
+    const delivered = describeDelivery(message, 0);
+    remove(state, message, 'acked');
+    return { type: 'message', message: delivered };
+  }
+  const consumer = state.consumers.get(consumerId ?? '');
+  assert(consumer !== undefined, 'validated consumer missing');
+  const tag = deliverTo(state, message, consumer, meta.now);
+  return { type: 'message', message: describeDelivery(message, tag) };
+}
+
+/** Drops every ready and delayed message (purge, delete). Unacked ones stay with consumers. */
+function dropWaiting(state: QueueState, reason: GoneReason, effects: Effect[]): number {
+  let dropped = 0;
+  for (const message of [...state.messages.values()]) {
+    if (message.place !== 'ready' && message.place !== 'delayed') continue;
+    remove(state, message, reason);
+    effects.push({ type: 'drop', messageId: message.id, reason: reason === 'purged' ? 'purged' : 'deleted' });
+    dropped += 1;
+  }
+  for (const level of state.ready) {
+    level.returned.length = 0;
+    level.fresh.clear();
+  }
+  state.delayedHeap.clear();
+  return dropped;
+}
+
+function deleteQueue(state: QueueState, effects: Effect[]): Reply {
+  const live = state.messages.size;
+  for (const message of [...state.messages.values()]) remove(state, message, 'deleted');
+  for (const consumer of state.consumers.values()) consumer.unacked.clear();
+  dropWaiting(state, 'deleted', effects);
+  state.consumers.clear();
+  state.expiryHeap.clear();
+  state.activeConsumerId = null;
+  state.deleted = true;
+  effects.push({ type: 'deleteQueue', reason: 'delete' });
+  return { type: 'deleted', messagesDropped: live };
+}

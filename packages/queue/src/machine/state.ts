@@ -1,0 +1,276 @@
+/**
+ * The queue's replicated state and the primitive moves of a message between places.
+ * Every message is in exactly one place: ready, delayed, delivered (unacked by one
+ * consumer) or deadLettering (held until the dead-letter targets confirmed it).
+ * Counters per place are kept in step with the moves here and nowhere else.
+ */
+import type { QueueArguments } from './arguments.js';
+import type { Deaths } from './deaths.js';
+import { DeadlineHeap } from './heap.js';
+import { IdDeque } from './deque.js';
+import { assert } from './errors.js';
+import type { ConsumerId } from './types.js';
+
+export type Place = 'ready' | 'delayed' | 'delivered' | 'deadLettering';
+
+/** Where a message went when it left the queue. */
+export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted';
+
+/** The header of one live message. The body is in the message store under `id`. */
+export interface MessageHeader {
+  /** The Raft index of the enqueue: unique, increasing, and the body's key. */
+  readonly id: number;
+  readonly sizeBytes: number;
+  /** Clamped to the queue's max_priority; 0 when priorities are off. */
+  readonly priority: number;
+  readonly exchange: string;
+  readonly routingKeys: readonly string[];
+  deaths: Deaths | null;
+  /** Leader time at which the message expires, or -1 for never. */
+  expiresAt: number;
+  /** The per-message `expiration` property in ms, or -1 when it had none. */
+  readonly expirationMs: number;
+  /** Leader time before which it is invisible (delayed place), else 0. */
+  notBefore: number;
+  /** Times delivered and not acked (spec 3). */
+  deliveryCount: number;
+  place: Place;
+  /** Set while `place === 'delivered'`. */
+  consumerId: ConsumerId | null;
+  deliveryTag: number;
+  deliveredAt: number;
+}
+
+export interface ConsumerState {
+  readonly id: ConsumerId;
+  /** 0 means unlimited, as in AMQP basic.qos. */
+  prefetch: number;
+  readonly priority: number;
+  /** Raft index of the subscribe: "oldest" for single-active-consumer hand-over. */
+  readonly registeredIndex: number;
+  /** Unacked deliveries, delivery tag -> message id, in tag order. */
+  readonly unacked: Map<number, number>;
+  nextDeliveryTag: number;
+  /** Round-robin among equal-priority consumers: who was served least recently. */
+  lastServedSeq: number;
+}
+
+/** One priority level: returned messages (sorted by id) go before fresh ones. */
+export interface ReadyLevel {
+  /**
+   * Descending message ids, so the next one (the lowest id) pops off the end in O(1);
+   * may hold ids that left lazily (check the header).
+   */
+  readonly returned: number[];
+  /** Enqueue order; may hold ids that left lazily (check the header). */
+  readonly fresh: IdDeque;
+}
+
+export interface PlaceTotals {
+  count: number;
+  bytes: number;
+}
+
+export interface QueueState {
+  readonly name: string;
+  readonly args: QueueArguments;
+  readonly messages: Map<number, MessageHeader>;
+  /** Index = priority level; the highest level is served first. */
+  readonly ready: ReadyLevel[];
+  readonly delayedHeap: DeadlineHeap;
+  readonly expiryHeap: DeadlineHeap;
+  readonly totals: Record<Place, PlaceTotals>;
+  readonly consumers: Map<ConsumerId, ConsumerState>;
+  /** Single active consumer only: the one that may receive. */
+  activeConsumerId: ConsumerId | null;
+  /** Producer id -> highest stored sequence; ordered by last use (oldest first). */
+  readonly producers: Map<string, { sequence: number; lastSeenAt: number }>;
+  serveSeq: number;
+  hadConsumer: boolean;
+  lastUsedAt: number;
+  /** Leader time of the tick already asked for, or -1. */
+  tickAt: number;
+  deleted: boolean;
+  /** The machine's clock: the largest leader time seen. Invariant: never decreases. */
+  clockMs: number;
+  /** Raft index of the last valid command applied. Invariant: increases. */
+  lastIndex: number;
+  /** Messages that left the queue, by why. Enqueued = live + sum of these. */
+  readonly gone: Record<GoneReason, number>;
+  enqueued: number;
+}
+
+export function createQueueState(name: string, args: QueueArguments, now = 0): QueueState {
+  const ready: ReadyLevel[] = [];
+  for (let level = 0; level <= args.maxPriority; level += 1) ready.push({ returned: [], fresh: new IdDeque() });
+  return {
+    name,
+    args,
+    messages: new Map(),
+    ready,
+    delayedHeap: new DeadlineHeap(),
+    expiryHeap: new DeadlineHeap(),
+    totals: emptyTotals(),
+    consumers: new Map(),
+    activeConsumerId: null,
+    producers: new Map(),
+    serveSeq: 0,
+    hadConsumer: false,
+    lastUsedAt: now,
+    tickAt: -1,
+    deleted: false,
+    clockMs: now,
+    lastIndex: 0,
+    gone: { acked: 0, rejected: 0, expired: 0, maxlen: 0, delivery_limit: 0, purged: 0, deleted: 0 },
+    enqueued: 0,
+  };
+}
+
+export function emptyTotals(): Record<Place, PlaceTotals> {
+  return {
+    ready: { count: 0, bytes: 0 },
+    delayed: { count: 0, bytes: 0 },
+    delivered: { count: 0, bytes: 0 },
+    deadLettering: { count: 0, bytes: 0 },
+  };
+}
+
+function enter(state: QueueState, message: MessageHeader, place: Place): void {
+  message.place = place;
+  state.totals[place].count += 1;
+  state.totals[place].bytes += message.sizeBytes;
+}
+
+function leave(state: QueueState, message: MessageHeader): void {
+  const totals = state.totals[message.place];
+  totals.count -= 1;
+  totals.bytes -= message.sizeBytes;
+  assert(totals.count >= 0 && totals.bytes >= 0, () => `negative totals in ${message.place}`);
+}
+
+/** Adds a new message (not yet in any place) to the ready or delayed place. */
+export function admit(state: QueueState, message: MessageHeader, now: number): void {
+  assert(!state.messages.has(message.id), () => `message ${message.id} enqueued twice`);
+  state.messages.set(message.id, message);
+  state.enqueued += 1;
+  if (message.expiresAt >= 0) state.expiryHeap.push(message.expiresAt, message.id);
+  if (message.notBefore > now) makeDelayed(state, message);
+  else makeReadyFresh(state, message);
+}
+
+function makeDelayed(state: QueueState, message: MessageHeader): void {
+  enter(state, message, 'delayed');
+  state.delayedHeap.push(message.notBefore, message.id);
+}
+
+export function makeReadyFresh(state: QueueState, message: MessageHeader): void {
+  enter(state, message, 'ready');
+  levelOf(state, message).fresh.pushBack(message.id);
+}
+
+function levelOf(state: QueueState, message: MessageHeader): ReadyLevel {
+  const level = state.ready[message.priority];
+  assert(level !== undefined, () => `priority ${message.priority} above max_priority`);
+  return level;
+}
+
+/** Spec 3: a returned message goes back at its original position, head side. */
+function makeReadyReturned(state: QueueState, message: MessageHeader): void {
+  enter(state, message, 'ready');
+  const returned = levelOf(state, message).returned;
+  let low = 0;
+  let high = returned.length;
+  while (low < high) {
+    const mid = (low + high) >> 1;
+    if ((returned[mid] ?? 0) > message.id) low = mid + 1;
+    else high = mid;
+  }
+  returned.splice(low, 0, message.id);
+}
+
+/** Moves a delivered message back to ready (at its position) or delayed (back-off). */
+export function requeue(state: QueueState, message: MessageHeader, notBefore: number, now: number): void {
+  detachFromConsumer(state, message);
+  leave(state, message);
+  if (notBefore > now) {
+    message.notBefore = notBefore;
+    makeDelayed(state, message);
+  } else {
+    makeReadyReturned(state, message);
+  }
+}
+
+/** The delayed message's time has come: it joins the tail of its priority level. */
+export function release(state: QueueState, message: MessageHeader): void {
+  assert(message.place === 'delayed', 'only a delayed message can be released');
+  leave(state, message);
+  message.notBefore = 0;
+  makeReadyFresh(state, message);
+}
+
+export function deliverTo(state: QueueState, message: MessageHeader, consumer: ConsumerState, now: number): number {
+  assert(message.place === 'ready', 'only a ready message can be delivered');
+  leave(state, message);
+  enter(state, message, 'delivered');
+  const tag = consumer.nextDeliveryTag;
+  consumer.nextDeliveryTag += 1;
+  consumer.unacked.set(tag, message.id);
+  message.consumerId = consumer.id;
+  message.deliveryTag = tag;
+  message.deliveredAt = now;
+  return tag;
+}
+
+function detachFromConsumer(state: QueueState, message: MessageHeader): void {
+  if (message.place !== 'delivered') return;
+  const consumer = message.consumerId === null ? undefined : state.consumers.get(message.consumerId);
+  assert(consumer !== undefined, () => `delivered message ${message.id} has no consumer`);
+  const removed = consumer.unacked.delete(message.deliveryTag);
+  assert(removed, () => `message ${message.id} missing from its consumer's unacked`);
+  message.consumerId = null;
+  message.deliveryTag = 0;
+  message.deliveredAt = 0;
+}
+
+/** The message leaves the queue for good. Ready/delayed index entries go lazily. */
+export function remove(state: QueueState, message: MessageHeader, reason: GoneReason): void {
+  detachFromConsumer(state, message);
+  leave(state, message);
+  state.messages.delete(message.id);
+  state.gone[reason] += 1;
+}
+
+/** Holds the message until its dead-letter targets confirmed it (at-least-once). */
+export function holdForDeadLetter(state: QueueState, message: MessageHeader): void {
+  detachFromConsumer(state, message);
+  leave(state, message);
+  enter(state, message, 'deadLettering');
+}
+
+/** Removes and returns the next message to deliver, skipping entries that left lazily. */
+export function takeNextReady(state: QueueState): MessageHeader | undefined {
+  for (let level = state.ready.length - 1; level >= 0; level -= 1) {
+    const candidate = takeFromLevel(state, state.ready[level]);
+    if (candidate !== undefined) return candidate;
+  }
+  return undefined;
+}
+
+function takeFromLevel(state: QueueState, level: ReadyLevel | undefined): MessageHeader | undefined {
+  assert(level !== undefined, 'priority level missing');
+  while (level.returned.length > 0) {
+    const message = state.messages.get(level.returned.pop() ?? -1);
+    if (message !== undefined && message.place === 'ready') return message;
+  }
+  for (;;) {
+    const id = level.fresh.popFront();
+    if (id === undefined) return undefined;
+    const message = state.messages.get(id);
+    if (message !== undefined && message.place === 'ready') return message;
+  }
+}
+
+export function creditOf(consumer: ConsumerState): number {
+  if (consumer.prefetch === 0) return Number.POSITIVE_INFINITY;
+  return consumer.prefetch - consumer.unacked.size;
+}

@@ -1,0 +1,127 @@
+/**
+ * The commands, replies and effects of the queue state machine. All plain data: commands
+ * are Raft log entries, replies go back to the proposer, effects are executed by the
+ * server on the leader only and must be safe to execute twice.
+ */
+import type { QueueArguments } from './arguments.js';
+import type { DeadLetterReason, Deaths } from './deaths.js';
+
+/** What Raft tells the machine about the entry being applied. */
+export interface Meta {
+  readonly index: number;
+  readonly term: number;
+  /** The leader's clock when it proposed the entry, in ms: the machine's only clock. */
+  readonly now: number;
+}
+
+export type ConsumerId = string;
+
+export interface EnqueueCommand {
+  readonly type: 'enqueue';
+  /** Body size in bytes; the body itself lives in the message store under the entry's index. */
+  readonly sizeBytes: number;
+  readonly exchange: string;
+  readonly routingKeys: readonly string[];
+  readonly priority?: number;
+  /** Per-message `expiration` property, in ms. */
+  readonly expirationMs?: number;
+  readonly delayMs?: number;
+  /** Absolute leader-clock timestamp before which the message is invisible. */
+  readonly notBefore?: number;
+  readonly producerId?: string;
+  readonly sequence?: number;
+  /** Death records the message already carries (republished or dead-lettered here). */
+  readonly deaths?: Deaths;
+}
+
+export type Command =
+  | EnqueueCommand
+  | { readonly type: 'subscribe'; readonly consumerId: ConsumerId; readonly prefetch: number; readonly priority?: number }
+  | { readonly type: 'credit'; readonly consumerId: ConsumerId; readonly prefetch: number }
+  | { readonly type: 'cancel'; readonly consumerId: ConsumerId }
+  /** The consumer's connection or node is gone: same as cancel, but replicated as a fact. */
+  | { readonly type: 'consumerDown'; readonly consumerId: ConsumerId }
+  | { readonly type: 'ack'; readonly consumerId: ConsumerId; readonly deliveryTag: number; readonly multiple?: boolean }
+  | {
+      readonly type: 'return';
+      readonly consumerId: ConsumerId;
+      readonly deliveryTag: number;
+      readonly multiple?: boolean;
+      /** Back-off before the message becomes visible again (spec 6, nack with delay). */
+      readonly delayMs?: number;
+    }
+  | { readonly type: 'discard'; readonly consumerId: ConsumerId; readonly deliveryTag: number; readonly multiple?: boolean }
+  /** basic.get. `manual` hands the message to `consumerId`, which must settle it. */
+  | { readonly type: 'get'; readonly ackMode: 'auto' | 'manual'; readonly consumerId?: ConsumerId }
+  | { readonly type: 'purge' }
+  | { readonly type: 'tick' }
+  /** At-least-once dead-lettering: the targets committed these messages; forget them. */
+  | { readonly type: 'deadLetterConfirmed'; readonly messageIds: readonly number[] }
+  | { readonly type: 'declare' }
+  | { readonly type: 'delete'; readonly ifUnused?: boolean; readonly ifEmpty?: boolean }
+  | { readonly type: 'sessionEnded' };
+
+export type CommandType = Command['type'];
+
+export type ErrorCode =
+  | 'INVALID_ARGUMENT'
+  | 'UNKNOWN_CONSUMER'
+  | 'CONSUMER_EXISTS'
+  | 'UNKNOWN_DELIVERY_TAG'
+  | 'FAILED_PRECONDITION'
+  | 'QUEUE_DELETED';
+
+export interface ErrorReply {
+  readonly type: 'error';
+  readonly code: ErrorCode;
+  readonly message: string;
+}
+
+export interface DeliveredMessage {
+  readonly messageId: number;
+  readonly deliveryTag: number;
+  readonly deliveryCount: number;
+  readonly redelivered: boolean;
+  readonly sizeBytes: number;
+  readonly exchange: string;
+  readonly routingKeys: readonly string[];
+  readonly deaths: Deaths | null;
+}
+
+export type Reply =
+  | { readonly type: 'ok' }
+  | { readonly type: 'enqueued'; readonly messageId: number }
+  | { readonly type: 'duplicate'; readonly producerId: string; readonly sequence: number }
+  | { readonly type: 'rejected'; readonly reason: 'maxlen' }
+  | { readonly type: 'message'; readonly message: DeliveredMessage }
+  | { readonly type: 'empty' }
+  | { readonly type: 'purged'; readonly messagesDropped: number }
+  | { readonly type: 'deleted'; readonly messagesDropped: number }
+  | ErrorReply;
+
+export type Effect =
+  | ({ readonly type: 'deliver'; readonly consumerId: ConsumerId } & DeliveredMessage)
+  | {
+      readonly type: 'deadLetter';
+      readonly messageId: number;
+      readonly reason: DeadLetterReason;
+      readonly exchange: string;
+      readonly routingKeys: readonly string[];
+      readonly deaths: Deaths;
+      /** at-least-once: send `deadLetterConfirmed` once the targets committed it. */
+      readonly confirmRequired: boolean;
+    }
+  /** The message left the queue without a dead-letter target; counted in metrics. */
+  | { readonly type: 'drop'; readonly messageId: number; readonly reason: DeadLetterReason | 'purged' | 'deleted' }
+  | { readonly type: 'consumerTimedOut'; readonly consumerId: ConsumerId; readonly deliveryTag: number }
+  /** Propose a `tick` command at (or soon after) this leader time. */
+  | { readonly type: 'scheduleTick'; readonly at: number }
+  | { readonly type: 'deleteQueue'; readonly reason: 'auto_delete' | 'expires' | 'exclusive' | 'delete' };
+
+export interface ApplyResult<S> {
+  readonly state: S;
+  readonly reply: Reply;
+  readonly effects: Effect[];
+}
+
+export type { QueueArguments };

@@ -1,0 +1,71 @@
+/**
+ * Whole-state checks for the property test: every message is in exactly one place,
+ * per-place totals match a recount, and the enqueued count balances live + gone.
+ */
+import { expect } from 'vitest';
+import type { Effect, Place, QueueState, Reply } from '../src/machine/index.js';
+
+function occurrencesInReady(state: QueueState): Map<number, number> {
+  const seen = new Map<number, number>();
+  for (const level of state.ready) {
+    for (const id of [...level.returned, ...level.fresh.toArray()]) {
+      const message = state.messages.get(id);
+      // Entries of messages that left lazily are allowed; live ready ones count.
+      if (message?.place === 'ready') seen.set(id, (seen.get(id) ?? 0) + 1);
+    }
+  }
+  return seen;
+}
+
+export function checkInvariants(state: QueueState): void {
+  const inReady = occurrencesInReady(state);
+  const totals: Record<Place, { count: number; bytes: number }> = {
+    ready: { count: 0, bytes: 0 },
+    delayed: { count: 0, bytes: 0 },
+    delivered: { count: 0, bytes: 0 },
+    deadLettering: { count: 0, bytes: 0 },
+  };
+  for (const message of state.messages.values()) {
+    totals[message.place].count += 1;
+    totals[message.place].bytes += message.sizeBytes;
+    if (message.place === 'ready') expect(inReady.get(message.id), `ready ${message.id} once in the ready index`).toBe(1);
+    else expect(inReady.has(message.id)).toBe(false);
+    if (message.place === 'delivered') {
+      const consumer = state.consumers.get(message.consumerId ?? '');
+      expect(consumer?.unacked.get(message.deliveryTag), `delivered ${message.id} tracked by its consumer`).toBe(message.id);
+    } else {
+      expect(message.consumerId).toBeNull();
+    }
+    if (message.place === 'delayed') expect(message.notBefore).toBeGreaterThan(0);
+  }
+  let unacked = 0;
+  for (const consumer of state.consumers.values()) {
+    for (const [tag, id] of consumer.unacked) {
+      const message = state.messages.get(id);
+      expect(message?.place).toBe('delivered');
+      expect(message?.consumerId).toBe(consumer.id);
+      expect(message?.deliveryTag).toBe(tag);
+      unacked += 1;
+    }
+  }
+  expect(unacked).toBe(totals.delivered.count);
+  expect(state.totals).toEqual(totals);
+  const gone = Object.values(state.gone).reduce((sum, n) => sum + n, 0);
+  expect(state.enqueued).toBe(state.messages.size + gone);
+  if (state.args.singleActiveConsumer && state.consumers.size > 0) expect(state.consumers.has(state.activeConsumerId ?? '')).toBe(true);
+}
+
+/** Nothing is handed to a consumer after its expiry or before its delay. */
+export function checkDeliveries(state: QueueState, now: number, effects: readonly Effect[], reply: Reply): void {
+  const ids = effects.flatMap((e) => (e.type === 'deliver' ? [e.messageId] : []));
+  if (reply.type === 'message' && reply.message.deliveryTag > 0) ids.push(reply.message.messageId);
+  for (const id of ids) {
+    const message = state.messages.get(id);
+    if (message === undefined) continue;
+    expect(message.expiresAt === -1 || message.expiresAt > now, `message ${id} delivered after expiry`).toBe(true);
+    expect(message.notBefore <= now, `message ${id} delivered before its delay`).toBe(true);
+  }
+  if (state.args.singleActiveConsumer) {
+    for (const effect of effects) if (effect.type === 'deliver') expect(effect.consumerId).toBe(state.activeConsumerId);
+  }
+}
