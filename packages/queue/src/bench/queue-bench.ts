@@ -1,0 +1,100 @@
+/**
+ * Queue machine benchmark: `npm run bench:queue`.
+ *
+ * (a) apply throughput of an enqueue -> deliver -> ack cycle on one core;
+ * (b) heap bytes per ready message with a 1,000,000-message backlog (bodies excluded);
+ * (c) snapshot size and encode time of that backlog.
+ * Each measurement runs REPEATS times; the table shows every run and the median.
+ * Run with `node --expose-gc` (the npm script does) so (b) measures live heap, not garbage.
+ */
+import { performance } from 'node:perf_hooks';
+import { apply, createQueueState, encodeSnapshot, parseQueueArguments } from '../machine/index.js';
+import type { Command, Meta, QueueState } from '../machine/index.js';
+
+const REPEATS = 3;
+const CYCLES = 300_000;
+const BACKLOG_MESSAGES = 1_000_000;
+const MESSAGE_BYTES = 1024;
+const TARGET_COMMANDS_PER_SEC = 500_000;
+const TARGET_BYTES_PER_MESSAGE = 64;
+
+const gc: (() => void) | undefined = (globalThis as { gc?: () => void }).gc;
+
+function newQueue(): QueueState {
+  return createQueueState('bench', parseQueueArguments({}), 0);
+}
+
+/** One consumer with prefetch 1: every enqueue is delivered at once and acked next. */
+function measureCycle(): number {
+  let state = newQueue();
+  let index = 1;
+  const meta = (): Meta => ({ index: index++, term: 1, now: 0 });
+  state = apply(meta(), { type: 'subscribe', consumerId: 'c', prefetch: 1 }, state).state;
+  const enqueue: Command = { type: 'enqueue', sizeBytes: MESSAGE_BYTES, exchange: '', routingKeys: ['bench'] };
+  let commands = 0;
+  const started = performance.now();
+  for (let i = 0; i < CYCLES; i++) {
+    const result = apply(meta(), enqueue, state);
+    state = result.state;
+    const deliver = result.effects[0];
+    if (deliver === undefined || deliver.type !== 'deliver') throw new Error('expected a delivery');
+    state = apply(meta(), { type: 'ack', consumerId: 'c', deliveryTag: deliver.deliveryTag }, state).state;
+    commands += 2;
+  }
+  return commands / ((performance.now() - started) / 1000);
+}
+
+interface BacklogRun {
+  readonly bytesPerMessage: number;
+  readonly snapshotBytes: number;
+  readonly snapshotMs: number;
+}
+
+function measureBacklog(): BacklogRun {
+  gc?.();
+  const before = process.memoryUsage().heapUsed;
+  let state = newQueue();
+  const enqueue: Command = { type: 'enqueue', sizeBytes: MESSAGE_BYTES, exchange: '', routingKeys: ['bench'] };
+  for (let i = 1; i <= BACKLOG_MESSAGES; i++) state = apply({ index: i, term: 1, now: 0 }, enqueue, state).state;
+  gc?.();
+  const bytesPerMessage = (process.memoryUsage().heapUsed - before) / BACKLOG_MESSAGES;
+  const started = performance.now();
+  const bytes = encodeSnapshot(state);
+  const snapshotMs = performance.now() - started;
+  return { bytesPerMessage, snapshotBytes: bytes.byteLength, snapshotMs };
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
+}
+
+function row(label: string, values: readonly number[], format: (v: number) => string): string {
+  return `${label.padEnd(48)}${values.map((v) => format(v).padStart(12)).join('')}${format(median(values)).padStart(12)}`;
+}
+
+function main(): void {
+  if (gc === undefined) console.log('note: run with --expose-gc for an exact heap figure');
+  console.log(`quorumq queue machine benchmark: node ${process.version}`);
+  const cycles: number[] = [];
+  const backlogs: BacklogRun[] = [];
+  // Throughput first: a 1M-message heap left behind by (b) would slow (a) down.
+  for (let run = 1; run <= REPEATS; run++) cycles.push(measureCycle());
+  for (let run = 1; run <= REPEATS; run++) {
+    backlogs.push(measureBacklog());
+    console.log(`  backlog run ${run}/${REPEATS} done`);
+  }
+  const int = (v: number): string => Math.round(v).toLocaleString('en-US');
+  const one = (v: number): string => v.toFixed(1);
+  console.log(`\n${''.padEnd(48)}${[1, 2, 3].map((r) => `run ${r}`.padStart(12)).join('')}${'median'.padStart(12)}`);
+  console.log(row('(a) enqueue/deliver/ack commands/s', cycles, int));
+  console.log(row('(b) heap bytes per ready message (1M backlog)', backlogs.map((b) => b.bytesPerMessage), one));
+  console.log(row('(c) snapshot bytes (1M backlog)', backlogs.map((b) => b.snapshotBytes), int));
+  console.log(row('    snapshot encode ms', backlogs.map((b) => b.snapshotMs), one));
+  const throughput = median(cycles);
+  const perMessage = median(backlogs.map((b) => b.bytesPerMessage));
+  console.log(`\ntarget >= ${int(TARGET_COMMANDS_PER_SEC)} commands/s: ${throughput >= TARGET_COMMANDS_PER_SEC ? 'met' : 'NOT met'}`);
+  console.log(`target <= ${TARGET_BYTES_PER_MESSAGE} bytes per ready message: ${perMessage <= TARGET_BYTES_PER_MESSAGE ? 'met' : 'NOT met'}`);
+}
+
+main();
