@@ -16,6 +16,7 @@ import {
   type MessageHeader,
   type QueueState,
 } from './state.js';
+import type { NewMessage } from './store.js';
 import { forgetIdleProducers } from './dedup.js';
 import { returnMessage } from './returns.js';
 import { runTick, scheduleNextTick } from './tick.js';
@@ -106,7 +107,7 @@ function rememberProducer(state: QueueState, command: EnqueueCommand, now: numbe
   state.producers.set(command.producerId, { sequence: command.sequence, lastSeenAt: now });
 }
 
-function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState): MessageHeader {
+function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState): NewMessage {
   const ttlMs = effectiveTtlMs(state, command);
   const delayedUntil = command.delayMs !== undefined ? meta.now + command.delayMs : (command.notBefore ?? 0);
   return {
@@ -114,16 +115,11 @@ function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState): M
     sizeBytes: command.sizeBytes,
     priority: Math.min(command.priority ?? 0, state.args.maxPriority),
     exchange: command.exchange,
-    routingKeys: [...command.routingKeys],
+    routingKeys: command.routingKeys,
     deaths: command.deaths ?? null,
     expiresAt: ttlMs < 0 ? -1 : meta.now + ttlMs,
     expirationMs: command.expirationMs ?? -1,
     notBefore: delayedUntil > meta.now ? delayedUntil : 0,
-    deliveryCount: 0,
-    place: 'ready',
-    consumerId: null,
-    deliveryTag: 0,
-    deliveredAt: 0,
   };
 }
 
@@ -138,19 +134,21 @@ function enqueue(meta: Meta, command: EnqueueCommand, state: QueueState, effects
   if (isDuplicate(state, command, meta.now)) {
     return { type: 'duplicate', producerId: command.producerId ?? '', sequence: command.sequence ?? 0 };
   }
-  const message = createHeader(meta, command, state);
-  const overflow = wouldOverflow(state, message.sizeBytes);
+  const init = createHeader(meta, command, state);
+  const overflow = wouldOverflow(state, init.sizeBytes);
   if (overflow && state.args.overflow === 'reject-publish') return { type: 'rejected', reason: 'maxlen' };
-  admit(state, message, meta.now);
+  const message = admit(state, init, meta.now);
   if (overflow && state.args.overflow === 'reject-publish-dlx') {
     deadLetter(state, message, 'maxlen', meta.now, effects);
     return { type: 'rejected', reason: 'maxlen' };
   }
   rememberProducer(state, command, meta.now);
   if (overflow) dropHeadWhileOver(state, meta.now, effects);
-  const waiting = state.messages.get(message.id) === message && (message.place === 'ready' || message.place === 'delayed');
-  if (waiting && isExpired(message, meta.now)) deadLetter(state, message, 'expired', meta.now, effects);
-  return { type: 'enqueued', messageId: message.id };
+  // Drop-head may have dropped the new message itself: look it up again.
+  const live = overflow ? state.messages.get(init.id) : message;
+  const waiting = live !== undefined && (live.place === 'ready' || live.place === 'delayed');
+  if (waiting && isExpired(live, meta.now)) deadLetter(state, live, 'expired', meta.now, effects);
+  return { type: 'enqueued', messageId: init.id };
 }
 
 /** Spec 6 drop-head: the oldest waiting messages make room, dead-lettered as `maxlen`. */

@@ -1,13 +1,16 @@
 /**
  * Snapshots (spec 10): the whole state as plain JSON-safe data, and back. The layout
- * keeps every internal order (map insertion order, heap arrays, lazy index entries) so
- * that a restored state behaves exactly like the original from then on.
+ * keeps every internal order (messages by id, consumer and producer map order, heap
+ * arrays, lazy index entries) so that a restored state behaves exactly like the
+ * original from then on. Message headers are written in their plain form (format
+ * unchanged from the `Map` era); slots and interned route ids are not part of it.
  */
 import type { QueueArguments } from './arguments.js';
 import { IdDeque } from './deque.js';
 import { assert } from './errors.js';
 import { DeadlineHeap } from './heap.js';
-import type { ConsumerState, GoneReason, MessageHeader, Place, PlaceTotals, QueueState } from './state.js';
+import type { ConsumerState, GoneReason, Place, PlaceTotals, QueueState } from './state.js';
+import { MessageStore, type PlainMessageHeader } from './store.js';
 
 export const SNAPSHOT_VERSION = 1;
 
@@ -19,7 +22,7 @@ export interface QueueSnapshot {
   readonly version: number;
   readonly name: string;
   readonly args: QueueArguments;
-  readonly messages: MessageHeader[];
+  readonly messages: PlainMessageHeader[];
   readonly ready: Array<{ returned: number[]; fresh: number[] }>;
   readonly delayedHeap: number[];
   readonly expiryHeap: number[];
@@ -43,7 +46,7 @@ export function snapshot(state: QueueState): QueueSnapshot {
     version: SNAPSHOT_VERSION,
     name: state.name,
     args: state.args,
-    messages: [...state.messages.values()],
+    messages: state.messages.values().map((m) => m.toPlain()),
     ready: state.ready.map((level) => ({ returned: level.returned, fresh: level.fresh.toArray() })),
     delayedHeap: state.delayedHeap.toArray(),
     expiryHeap: state.expiryHeap.toArray(),
@@ -69,7 +72,7 @@ export function restore(data: QueueSnapshot): QueueState {
   const state: QueueState = {
     name: copy.name,
     args: copy.args,
-    messages: new Map(copy.messages.map((m) => [m.id, m])),
+    messages: restoreMessages(copy.messages),
     ready: copy.ready.map((level) => ({ returned: level.returned, fresh: IdDeque.fromArray(level.fresh) })),
     delayedHeap: new DeadlineHeap(copy.delayedHeap),
     expiryHeap: new DeadlineHeap(copy.expiryHeap),
@@ -89,6 +92,12 @@ export function restore(data: QueueSnapshot): QueueState {
   };
   assert(state.ready.length === state.args.maxPriority + 1, 'snapshot has the wrong number of priority levels');
   return state;
+}
+
+function restoreMessages(messages: readonly PlainMessageHeader[]): MessageStore {
+  const store = new MessageStore();
+  for (const message of messages) store.insertPlain(message);
+  return store;
 }
 
 export function encodeSnapshot(state: QueueState): Uint8Array {
@@ -117,7 +126,5 @@ export function stateHash(state: QueueState): string {
 
 /** The lowest enqueue index still live: the message store may drop bodies below it. */
 export function lowestLiveIndex(state: QueueState): number | null {
-  let lowest: number | null = null;
-  for (const id of state.messages.keys()) if (lowest === null || id < lowest) lowest = id;
-  return lowest;
+  return state.messages.lowestId();
 }

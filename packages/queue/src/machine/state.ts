@@ -5,41 +5,17 @@
  * Counters per place are kept in step with the moves here and nowhere else.
  */
 import type { QueueArguments } from './arguments.js';
-import type { Deaths } from './deaths.js';
+import { MessageStore, type MessageHeader, type NewMessage, type Place } from './store.js';
 import { DeadlineHeap } from './heap.js';
 import { IdDeque } from './deque.js';
 import { assert } from './errors.js';
 import type { ConsumerId } from './types.js';
 
-export type Place = 'ready' | 'delayed' | 'delivered' | 'deadLettering';
+export type { Place } from './store.js';
+export { MessageHeader } from './store.js';
 
 /** Where a message went when it left the queue. */
 export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted';
-
-/** The header of one live message. The body is in the message store under `id`. */
-export interface MessageHeader {
-  /** The Raft index of the enqueue: unique, increasing, and the body's key. */
-  readonly id: number;
-  readonly sizeBytes: number;
-  /** Clamped to the queue's max_priority; 0 when priorities are off. */
-  readonly priority: number;
-  readonly exchange: string;
-  readonly routingKeys: readonly string[];
-  deaths: Deaths | null;
-  /** Leader time at which the message expires, or -1 for never. */
-  expiresAt: number;
-  /** The per-message `expiration` property in ms, or -1 when it had none. */
-  readonly expirationMs: number;
-  /** Leader time before which it is invisible (delayed place), else 0. */
-  notBefore: number;
-  /** Times delivered and not acked (spec 3). */
-  deliveryCount: number;
-  place: Place;
-  /** Set while `place === 'delivered'`. */
-  consumerId: ConsumerId | null;
-  deliveryTag: number;
-  deliveredAt: number;
-}
 
 export interface ConsumerState {
   readonly id: ConsumerId;
@@ -74,7 +50,8 @@ export interface PlaceTotals {
 export interface QueueState {
   readonly name: string;
   readonly args: QueueArguments;
-  readonly messages: Map<number, MessageHeader>;
+  /** Live message headers by id (compact columns; see `store.ts`). */
+  readonly messages: MessageStore;
   /** Index = priority level; the highest level is served first. */
   readonly ready: ReadyLevel[];
   readonly delayedHeap: DeadlineHeap;
@@ -106,7 +83,7 @@ export function createQueueState(name: string, args: QueueArguments, now = 0): Q
   return {
     name,
     args,
-    messages: new Map(),
+    messages: new MessageStore(),
     ready,
     delayedHeap: new DeadlineHeap(),
     expiryHeap: new DeadlineHeap(),
@@ -149,13 +126,14 @@ function leave(state: QueueState, message: MessageHeader): void {
 }
 
 /** Adds a new message (not yet in any place) to the ready or delayed place. */
-export function admit(state: QueueState, message: MessageHeader, now: number): void {
-  assert(!state.messages.has(message.id), () => `message ${message.id} enqueued twice`);
-  state.messages.set(message.id, message);
+export function admit(state: QueueState, init: NewMessage, now: number): MessageHeader {
+  const delayed = init.notBefore > now;
+  const message = state.messages.insert(init, delayed ? 'delayed' : 'ready');
   state.enqueued += 1;
-  if (message.expiresAt >= 0) state.expiryHeap.push(message.expiresAt, message.id);
-  if (message.notBefore > now) makeDelayed(state, message);
+  if (init.expiresAt >= 0) state.expiryHeap.push(init.expiresAt, init.id);
+  if (delayed) makeDelayed(state, message);
   else makeReadyFresh(state, message);
+  return message;
 }
 
 function makeDelayed(state: QueueState, message: MessageHeader): void {
@@ -215,21 +193,18 @@ export function deliverTo(state: QueueState, message: MessageHeader, consumer: C
   const tag = consumer.nextDeliveryTag;
   consumer.nextDeliveryTag += 1;
   consumer.unacked.set(tag, message.id);
-  message.consumerId = consumer.id;
-  message.deliveryTag = tag;
-  message.deliveredAt = now;
+  message.setDelivery(consumer.id, tag, now);
   return tag;
 }
 
 function detachFromConsumer(state: QueueState, message: MessageHeader): void {
   if (message.place !== 'delivered') return;
-  const consumer = message.consumerId === null ? undefined : state.consumers.get(message.consumerId);
-  assert(consumer !== undefined, () => `delivered message ${message.id} has no consumer`);
-  const removed = consumer.unacked.delete(message.deliveryTag);
+  const delivery = message.delivery;
+  const consumer = delivery === undefined ? undefined : state.consumers.get(delivery.consumerId);
+  assert(delivery !== undefined && consumer !== undefined, () => `delivered message ${message.id} has no consumer`);
+  const removed = consumer.unacked.delete(delivery.tag);
   assert(removed, () => `message ${message.id} missing from its consumer's unacked`);
-  message.consumerId = null;
-  message.deliveryTag = 0;
-  message.deliveredAt = 0;
+  message.setDelivery(null, 0, 0);
 }
 
 /** The message leaves the queue for good. Ready/delayed index entries go lazily. */

@@ -1,0 +1,411 @@
+/**
+ * Compact per-message storage: one slot per live message in parallel typed-array
+ * columns, an open-addressing id -> slot index (linear probing, backward-shift delete),
+ * an intrusive free list for slot reuse, and the rare or variable parts in side tables:
+ * (exchange, routing keys) interned with reference counts, deaths, the per-message
+ * `expiration` property and the current delivery (consumer, tag, time) keyed by id only
+ * while present. About 42 bytes of columns plus ~8 bytes of index per message.
+ *
+ * `get` hands out a `MessageHeader` view onto a slot; a view is valid until its message
+ * is removed (views are short-lived, within one command).
+ */
+import type { Deaths } from './deaths.js';
+import { assert } from './errors.js';
+import type { ConsumerId } from './types.js';
+
+export type Place = 'ready' | 'delayed' | 'delivered' | 'deadLettering';
+
+const PLACES: readonly Place[] = ['ready', 'delayed', 'delivered', 'deadLettering'];
+const PLACE_CODE: Readonly<Record<Place, number>> = { ready: 0, delayed: 1, delivered: 2, deadLettering: 3 };
+
+/** What an enqueue knows about a new message. */
+export interface NewMessage {
+  readonly id: number;
+  readonly sizeBytes: number;
+  readonly priority: number;
+  readonly exchange: string;
+  readonly routingKeys: readonly string[];
+  readonly deaths: Deaths | null;
+  readonly expiresAt: number;
+  readonly expirationMs: number;
+  readonly notBefore: number;
+}
+
+/** The plain form of a header, as in snapshots. */
+export interface PlainMessageHeader extends NewMessage {
+  readonly deliveryCount: number;
+  readonly place: Place;
+  readonly consumerId: ConsumerId | null;
+  readonly deliveryTag: number;
+  readonly deliveredAt: number;
+}
+
+export interface Delivery {
+  readonly consumerId: ConsumerId;
+  readonly tag: number;
+  readonly at: number;
+}
+
+const INITIAL_CAPACITY = 16;
+
+/** A view of one live message's header, backed by the store's columns. */
+export class MessageHeader {
+  constructor(
+    private readonly store: MessageStore,
+    private readonly slot: number,
+    /** The Raft index of the enqueue: unique, increasing, and the body's key. */
+    readonly id: number,
+  ) {}
+
+  get sizeBytes(): number {
+    return this.store.sizes[this.slot] as number;
+  }
+  /** Clamped to the queue's max_priority; 0 when priorities are off. */
+  get priority(): number {
+    return this.store.priorities[this.slot] as number;
+  }
+  get exchange(): string {
+    return this.store.routeExchange(this.slot);
+  }
+  get routingKeys(): readonly string[] {
+    return this.store.routeKeys(this.slot);
+  }
+  get deaths(): Deaths | null {
+    return this.store.deaths.get(this.id) ?? null;
+  }
+  set deaths(deaths: Deaths | null) {
+    if (deaths === null) this.store.deaths.delete(this.id);
+    else this.store.deaths.set(this.id, deaths);
+  }
+  /** Leader time at which the message expires, or -1 for never. */
+  get expiresAt(): number {
+    return this.store.expiresAts[this.slot] as number;
+  }
+  set expiresAt(at: number) {
+    this.store.expiresAts[this.slot] = at;
+  }
+  /** The per-message `expiration` property in ms, or -1 when it had none. */
+  get expirationMs(): number {
+    return this.store.expirations.get(this.id) ?? -1;
+  }
+  /** Leader time before which it is invisible (delayed place), else 0. */
+  get notBefore(): number {
+    return this.store.notBefores[this.slot] as number;
+  }
+  set notBefore(at: number) {
+    this.store.notBefores[this.slot] = at;
+  }
+  /** Times delivered and not acked (spec 3). */
+  get deliveryCount(): number {
+    return this.store.deliveryCounts[this.slot] as number;
+  }
+  set deliveryCount(count: number) {
+    assert(count >= 0 && count <= 0x7fffffff, () => `delivery count ${count} of message ${this.id} out of range`);
+    this.store.deliveryCounts[this.slot] = count;
+  }
+  get place(): Place {
+    return PLACES[this.store.places[this.slot] as number] as Place;
+  }
+  set place(place: Place) {
+    this.store.places[this.slot] = PLACE_CODE[place];
+  }
+  /** Set while `place === 'delivered'`. */
+  get consumerId(): ConsumerId | null {
+    return this.store.deliveries.get(this.id)?.consumerId ?? null;
+  }
+  get deliveryTag(): number {
+    return this.store.deliveries.get(this.id)?.tag ?? 0;
+  }
+  get deliveredAt(): number {
+    return this.store.deliveries.get(this.id)?.at ?? 0;
+  }
+  /** The current delivery, if delivered. */
+  get delivery(): Delivery | undefined {
+    return this.store.deliveries.get(this.id);
+  }
+  /** Records the current delivery, or clears it with `null`. */
+  setDelivery(consumerId: ConsumerId | null, tag: number, at: number): void {
+    if (consumerId === null) this.store.deliveries.delete(this.id);
+    else this.store.deliveries.set(this.id, { consumerId, tag, at });
+  }
+
+  toPlain(): PlainMessageHeader {
+    return {
+      id: this.id,
+      sizeBytes: this.sizeBytes,
+      priority: this.priority,
+      exchange: this.exchange,
+      routingKeys: this.routingKeys,
+      deaths: this.deaths,
+      expiresAt: this.expiresAt,
+      expirationMs: this.expirationMs,
+      notBefore: this.notBefore,
+      deliveryCount: this.deliveryCount,
+      place: this.place,
+      consumerId: this.consumerId,
+      deliveryTag: this.deliveryTag,
+      deliveredAt: this.deliveredAt,
+    };
+  }
+}
+
+export class MessageStore {
+  /** Message id per slot; -1 for a free slot. */
+  ids = new Float64Array(INITIAL_CAPACITY).fill(-1);
+  sizes = new Float64Array(INITIAL_CAPACITY);
+  expiresAts = new Float64Array(INITIAL_CAPACITY);
+  notBefores = new Float64Array(INITIAL_CAPACITY);
+  deliveryCounts = new Int32Array(INITIAL_CAPACITY);
+  /** Interned (exchange, routing keys) per live slot; next free slot per free slot. */
+  routes = new Int32Array(INITIAL_CAPACITY);
+  priorities = new Uint8Array(INITIAL_CAPACITY);
+  places = new Uint8Array(INITIAL_CAPACITY);
+
+  readonly deaths = new Map<number, Deaths>();
+  readonly expirations = new Map<number, number>();
+  readonly deliveries = new Map<number, Delivery>();
+
+  /** Open addressing: slot + 1, 0 = empty. Capacity a power of two, load <= 1/2. */
+  private index = new Int32Array(INITIAL_CAPACITY * 2);
+  private freeHead = -1;
+  /** Slots ever used (the rest above are untouched). */
+  private used = 0;
+  private count = 0;
+
+  private readonly routeIds = new Map<string, number>();
+  private readonly routeTable: Array<{ key: string; exchange: string; routingKeys: readonly string[]; refs: number }> = [];
+  private readonly routeFree: number[] = [];
+  private lastRoute = -1;
+
+  get size(): number {
+    return this.count;
+  }
+
+  has(id: number): boolean {
+    return this.slotOf(id) >= 0;
+  }
+
+  get(id: number): MessageHeader | undefined {
+    const slot = this.slotOf(id);
+    return slot < 0 ? undefined : new MessageHeader(this, slot, id);
+  }
+
+  /** Live message ids, ascending. */
+  keys(): number[] {
+    const ids: number[] = [];
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id >= 0) ids.push(id);
+    }
+    return ids.sort((a, b) => a - b);
+  }
+
+  /** Live messages in id order. */
+  values(): MessageHeader[] {
+    const slots: number[] = [];
+    for (let slot = 0; slot < this.used; slot += 1) if ((this.ids[slot] as number) >= 0) slots.push(slot);
+    slots.sort((a, b) => (this.ids[a] as number) - (this.ids[b] as number));
+    return slots.map((slot) => new MessageHeader(this, slot, this.ids[slot] as number));
+  }
+
+  /** The lowest live id, or null when empty. */
+  lowestId(): number | null {
+    let lowest: number | null = null;
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id >= 0 && (lowest === null || id < lowest)) lowest = id;
+    }
+    return lowest;
+  }
+
+  insert(message: NewMessage, place: Place): MessageHeader {
+    assert(!this.has(message.id), () => `message ${message.id} enqueued twice`);
+    assert(message.id >= 0 && Number.isSafeInteger(message.id), () => `message id ${message.id} not a safe non-negative integer`);
+    const slot = this.allocate();
+    this.ids[slot] = message.id;
+    this.sizes[slot] = message.sizeBytes;
+    this.expiresAts[slot] = message.expiresAt;
+    this.notBefores[slot] = message.notBefore;
+    this.deliveryCounts[slot] = 0;
+    this.routes[slot] = this.internRoute(message.exchange, message.routingKeys);
+    this.priorities[slot] = message.priority;
+    this.places[slot] = PLACE_CODE[place];
+    if (message.deaths !== null) this.deaths.set(message.id, message.deaths);
+    if (message.expirationMs >= 0) this.expirations.set(message.id, message.expirationMs);
+    this.indexInsert(message.id, slot);
+    this.count += 1;
+    return new MessageHeader(this, slot, message.id);
+  }
+
+  /** Restores a header exactly (snapshot restore). */
+  insertPlain(plain: PlainMessageHeader): void {
+    const header = this.insert(plain, plain.place);
+    header.deliveryCount = plain.deliveryCount;
+    if (plain.consumerId !== null) header.setDelivery(plain.consumerId, plain.deliveryTag, plain.deliveredAt);
+  }
+
+  delete(id: number): boolean {
+    const slot = this.slotOf(id);
+    if (slot < 0) return false;
+    this.indexDelete(id);
+    this.releaseRoute(this.routes[slot] as number);
+    this.ids[slot] = -1;
+    this.routes[slot] = this.freeHead;
+    this.freeHead = slot;
+    if (this.deaths.size > 0) this.deaths.delete(id);
+    if (this.expirations.size > 0) this.expirations.delete(id);
+    if (this.deliveries.size > 0) this.deliveries.delete(id);
+    this.count -= 1;
+    return true;
+  }
+
+  routeExchange(slot: number): string {
+    return (this.routeTable[this.routes[slot] as number] as { exchange: string }).exchange;
+  }
+
+  routeKeys(slot: number): readonly string[] {
+    return (this.routeTable[this.routes[slot] as number] as { routingKeys: readonly string[] }).routingKeys;
+  }
+
+  private internRoute(exchange: string, routingKeys: readonly string[]): number {
+    // Fast path: consecutive messages usually share their route. The last route stays
+    // registered even at zero references, so a publish/ack cycle does not re-intern it.
+    const previous = this.lastRoute;
+    const last = this.routeTable[previous];
+    if (last !== undefined && last.exchange === exchange && sameKeys(last.routingKeys, routingKeys)) {
+      last.refs += 1;
+      return previous;
+    }
+    const routeId = this.internRouteSlow(exchange, routingKeys);
+    this.lastRoute = routeId;
+    if (last !== undefined && last.refs === 0) this.freeRoute(previous);
+    return routeId;
+  }
+
+  private internRouteSlow(exchange: string, routingKeys: readonly string[]): number {
+    let key = `${exchange.length}:${exchange}`;
+    for (const routingKey of routingKeys) key += `${routingKey.length}:${routingKey}`;
+    const known = this.routeIds.get(key);
+    if (known !== undefined) {
+      (this.routeTable[known] as { refs: number }).refs += 1;
+      return known;
+    }
+    const entry = { key, exchange, routingKeys: Object.freeze([...routingKeys]), refs: 1 };
+    const reused = this.routeFree.pop();
+    const routeId = reused ?? this.routeTable.length;
+    if (reused === undefined) this.routeTable.push(entry);
+    else this.routeTable[routeId] = entry;
+    this.routeIds.set(key, routeId);
+    return routeId;
+  }
+
+  private releaseRoute(routeId: number): void {
+    const entry = this.routeTable[routeId];
+    assert(entry !== undefined && entry.refs > 0, () => `route ${routeId} released too often`);
+    entry.refs -= 1;
+    if (entry.refs === 0 && routeId !== this.lastRoute) this.freeRoute(routeId);
+  }
+
+  private freeRoute(routeId: number): void {
+    const entry = this.routeTable[routeId];
+    assert(entry !== undefined && entry.refs === 0, () => `route ${routeId} freed while in use`);
+    this.routeIds.delete(entry.key);
+    this.routeFree.push(routeId);
+  }
+
+  private allocate(): number {
+    if (this.freeHead >= 0) {
+      const slot = this.freeHead;
+      this.freeHead = this.routes[slot] as number;
+      return slot;
+    }
+    if (this.used === this.ids.length) this.grow();
+    const slot = this.used;
+    this.used += 1;
+    return slot;
+  }
+
+  private grow(): void {
+    const capacity = this.ids.length * 2;
+    const ids = new Float64Array(capacity).fill(-1);
+    ids.set(this.ids);
+    this.ids = ids;
+    this.sizes = grown(new Float64Array(capacity), this.sizes);
+    this.expiresAts = grown(new Float64Array(capacity), this.expiresAts);
+    this.notBefores = grown(new Float64Array(capacity), this.notBefores);
+    this.deliveryCounts = grown(new Int32Array(capacity), this.deliveryCounts);
+    this.routes = grown(new Int32Array(capacity), this.routes);
+    this.priorities = grown(new Uint8Array(capacity), this.priorities);
+    this.places = grown(new Uint8Array(capacity), this.places);
+  }
+
+  slotOf(id: number): number {
+    const index = this.index;
+    const mask = index.length - 1;
+    for (let i = home(id, mask); ; i = (i + 1) & mask) {
+      const entry = index[i] as number;
+      if (entry === 0) return -1;
+      if (this.ids[entry - 1] === id) return entry - 1;
+    }
+  }
+
+  private indexInsert(id: number, slot: number): void {
+    if ((this.count + 1) * 2 > this.index.length) this.rehash(this.index.length * 2);
+    const index = this.index;
+    const mask = index.length - 1;
+    let i = home(id, mask);
+    while (index[i] !== 0) i = (i + 1) & mask;
+    index[i] = slot + 1;
+  }
+
+  private indexDelete(id: number): void {
+    const index = this.index;
+    const mask = index.length - 1;
+    let hole = home(id, mask);
+    while (this.ids[(index[hole] as number) - 1] !== id) hole = (hole + 1) & mask;
+    // Backward-shift deletion: move later entries of the probe run into the hole.
+    let next = hole;
+    for (;;) {
+      next = (next + 1) & mask;
+      const entry = index[next] as number;
+      if (entry === 0) break;
+      const want = home(this.ids[entry - 1] as number, mask);
+      // The entry may fill the hole when its home is not cyclically in (hole, next].
+      const between = hole <= next ? want > hole && want <= next : want > hole || want <= next;
+      if (!between) {
+        index[hole] = entry;
+        hole = next;
+      }
+    }
+    index[hole] = 0;
+  }
+
+  private rehash(capacity: number): void {
+    const index = new Int32Array(capacity);
+    const mask = capacity - 1;
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id < 0) continue;
+      let i = home(id, mask);
+      while (index[i] !== 0) i = (i + 1) & mask;
+      index[i] = slot + 1;
+    }
+    this.index = index;
+  }
+}
+
+/** Ids are Raft indexes, mostly consecutive: their low bits spread well on their own. */
+function home(id: number, mask: number): number {
+  return id & mask;
+}
+
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function grown<T extends Float64Array | Int32Array | Uint8Array>(next: T, previous: T): T {
+  next.set(previous as ArrayLike<number>);
+  return next;
+}
