@@ -1,0 +1,74 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { MessageStore } from '../src/machine/store.js';
+import type { NewMessage, Place } from '../src/machine/store.js';
+
+const PLACES: readonly Place[] = ['ready', 'delayed', 'delivered', 'deadLettering'];
+
+function message(id: number, route: number): NewMessage {
+  return {
+    id,
+    sizeBytes: id % 4096,
+    priority: id % 10,
+    exchange: `ex${route}`,
+    routingKeys: [`key${route}`],
+    deaths: null,
+    expiresAt: route === 0 ? -1 : id + 1000,
+    expirationMs: -1,
+    notBefore: 0,
+  };
+}
+
+type Step = { readonly kind: 'insert'; readonly gap: number; readonly route: number; readonly place: number } | { readonly kind: 'delete'; readonly pick: number } | { readonly kind: 'update'; readonly pick: number; readonly value: number };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({ kind: fc.constant('insert' as const), gap: fc.integer({ min: 1, max: 5 }), route: fc.integer({ min: 0, max: 3 }), place: fc.integer({ min: 0, max: 3 }) }),
+  fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant('update' as const), pick: fc.nat(), value: fc.integer({ min: 0, max: 1_000_000 }) }),
+);
+
+describe('MessageStore (compact per-message storage)', () => {
+  it('behaves like a Map of plain headers under random inserts, deletes and updates, at any id range', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(1, 2 ** 31 - 10, 2 ** 32 - 10, 2 ** 40), fc.array(step, { maxLength: 400 }), (base, steps) => {
+        const store = new MessageStore();
+        const model = new Map<number, { route: number; place: Place; deliveryCount: number }>();
+        let nextId = base;
+        for (const s of steps) {
+          const ids = [...model.keys()];
+          if (s.kind === 'insert') {
+            nextId += s.gap;
+            const place = PLACES[s.place]!;
+            store.insert(message(nextId, s.route), place);
+            model.set(nextId, { route: s.route, place, deliveryCount: 0 });
+          } else if (ids.length > 0) {
+            const id = ids[s.pick % ids.length]!;
+            if (s.kind === 'delete') {
+              expect(store.delete(id)).toBe(true);
+              model.delete(id);
+            } else {
+              store.get(id)!.deliveryCount = s.value;
+              model.get(id)!.deliveryCount = s.value;
+            }
+          }
+          expect(store.size).toBe(model.size);
+        }
+        const sortedIds = [...model.keys()].sort((a, b) => a - b);
+        expect(store.keys()).toEqual(sortedIds);
+        expect(store.lowestId()).toBe(sortedIds[0] ?? null);
+        for (const [id, expected] of model) {
+          const header = store.get(id)!;
+          expect(header.id).toBe(id);
+          expect(header.place).toBe(expected.place);
+          expect(header.deliveryCount).toBe(expected.deliveryCount);
+          expect(header.exchange).toBe(`ex${expected.route}`);
+          expect(header.routingKeys).toEqual([`key${expected.route}`]);
+          expect(header.sizeBytes).toBe(id % 4096);
+        }
+        expect(store.has(nextId + 1)).toBe(false);
+        expect(store.delete(nextId + 1)).toBe(false);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
