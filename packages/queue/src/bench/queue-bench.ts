@@ -56,13 +56,21 @@ interface BacklogRun {
   readonly snapshotMs: number;
 }
 
-function measureBacklog(): BacklogRun {
-  gc?.();
+/** Full collections, with pauses so that freed typed-array memory is also returned. */
+async function settleHeap(): Promise<void> {
+  for (let round = 0; round < 3; round++) {
+    gc?.();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function measureBacklog(): Promise<BacklogRun> {
+  await settleHeap();
   const before = liveBytes();
   let state = newQueue();
   const enqueue: Command = { type: 'enqueue', sizeBytes: MESSAGE_BYTES, exchange: '', routingKeys: ['bench'] };
   for (let i = 1; i <= BACKLOG_MESSAGES; i++) state = apply({ index: i, term: 1, now: 0 }, enqueue, state).state;
-  gc?.();
+  await settleHeap();
   const bytesPerMessage = (liveBytes() - before) / BACKLOG_MESSAGES;
   const started = performance.now();
   const bytes = encodeSnapshot(state);
@@ -79,7 +87,7 @@ function row(label: string, values: readonly number[], format: (v: number) => st
   return `${label.padEnd(48)}${values.map((v) => format(v).padStart(12)).join('')}${format(median(values)).padStart(12)}`;
 }
 
-function main(): void {
+async function main(): Promise<void> {
   if (gc === undefined) console.log('note: run with --expose-gc for an exact heap figure');
   console.log(`quorumq queue machine benchmark: node ${process.version}`);
   const cycles: number[] = [];
@@ -87,7 +95,7 @@ function main(): void {
   // Throughput first: a 1M-message heap left behind by (b) would slow (a) down.
   for (let run = 1; run <= REPEATS; run++) cycles.push(measureCycle());
   for (let run = 1; run <= REPEATS; run++) {
-    backlogs.push(measureBacklog());
+    backlogs.push(await measureBacklog());
     console.log(`  backlog run ${run}/${REPEATS} done`);
   }
   const int = (v: number): string => Math.round(v).toLocaleString('en-US');
@@ -97,10 +105,11 @@ function main(): void {
   console.log(row('(b) heap bytes per ready message (1M backlog)', backlogs.map((b) => b.bytesPerMessage), one));
   console.log(row('(c) snapshot bytes (1M backlog)', backlogs.map((b) => b.snapshotBytes), int));
   console.log(row('    snapshot encode ms', backlogs.map((b) => b.snapshotMs), one));
+  console.log(row('    snapshot bytes per message', backlogs.map((b) => b.snapshotBytes / BACKLOG_MESSAGES), one));
   const throughput = median(cycles);
   const perMessage = median(backlogs.map((b) => b.bytesPerMessage));
   console.log(`\ntarget >= ${int(TARGET_COMMANDS_PER_SEC)} commands/s: ${throughput >= TARGET_COMMANDS_PER_SEC ? 'met' : 'NOT met'}`);
   console.log(`target <= ${TARGET_BYTES_PER_MESSAGE} bytes per ready message: ${perMessage <= TARGET_BYTES_PER_MESSAGE ? 'met' : 'NOT met'}`);
 }
 
-main();
+await main();

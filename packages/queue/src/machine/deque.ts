@@ -58,9 +58,19 @@ export class IdDeque {
     return ids;
   }
 
-  static fromArray(ids: readonly number[]): IdDeque {
+  /** The ids front to back, copied in at most two block copies (snapshots). */
+  toFloat64Array(): Float64Array {
+    const out = new Float64Array(this.count);
+    const firstPart = Math.min(this.count, this.buffer.length - this.head);
+    out.set(this.buffer.subarray(this.head, this.head + firstPart));
+    out.set(this.buffer.subarray(0, this.count - firstPart), firstPart);
+    return out;
+  }
+
+  static fromArray(ids: ArrayLike<number>): IdDeque {
     const deque = new IdDeque(Math.max(16, ids.length));
-    for (const id of ids) deque.pushBack(id);
+    deque.buffer.set(ids);
+    deque.count = ids.length;
     return deque;
   }
 

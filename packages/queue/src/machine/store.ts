@@ -218,6 +218,27 @@ export class MessageStore {
     return lowest;
   }
 
+  /** Live slots in id order (binary snapshots): sorts the ids natively, then looks them up. */
+  slotsInIdOrder(): Int32Array {
+    const ids = new Float64Array(this.count);
+    let n = 0;
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id >= 0) ids[n++] = id;
+    }
+    ids.sort();
+    const slots = new Int32Array(n);
+    for (let i = 0; i < n; i += 1) slots[i] = this.slotOf(ids[i] as number);
+    return slots;
+  }
+
+  /** The interned (exchange, routing keys) of a route id (binary snapshots). */
+  route(routeId: number): { readonly exchange: string; readonly routingKeys: readonly string[] } {
+    const entry = this.routeTable[routeId];
+    assert(entry !== undefined, () => `unknown route ${routeId}`);
+    return entry;
+  }
+
   insert(message: NewMessage, place: Place): MessageHeader {
     assert(!this.has(message.id), () => `message ${message.id} enqueued twice`);
     assert(message.id >= 0 && Number.isSafeInteger(message.id), () => `message id ${message.id} not a safe non-negative integer`);

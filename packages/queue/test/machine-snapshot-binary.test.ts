@@ -1,0 +1,133 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  decodeSnapshot,
+  encodeSnapshot,
+  QueueInvariantError,
+  recordDeath,
+  snapshot,
+  SNAPSHOT_VERSION,
+  stateHash,
+  type Command,
+} from '../src/machine/index.js';
+import { Harness } from './machine-harness.js';
+
+/** A small deterministic PRNG (mulberry32). */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const deaths = recordDeath(null, {
+  queue: 'other',
+  reason: 'rejected',
+  exchange: 'ex0',
+  routingKeys: ['a', 'b'],
+  time: 500,
+  originalExpirationMs: 1234,
+});
+
+/** A busy queue with every kind of per-message variety: routes, priorities, places, TTLs, deaths. */
+function randomQueue(seed: number, messages: number): Harness {
+  const random = prng(seed);
+  const pick = (n: number): number => Math.floor(random() * n);
+  const h = new Harness({ maxPriority: 4, deadLetterExchange: 'dlx', deadLetterStrategy: 'at-least-once', messageTtlMs: 60_000, deliveryLimit: 3 });
+  h.run({ type: 'subscribe', consumerId: 'c1', prefetch: 50 });
+  h.run({ type: 'subscribe', consumerId: 'c2', prefetch: 100, priority: 1 });
+  for (let i = 0; i < messages; i += 1) {
+    const roll = pick(100);
+    h.publish({
+      sizeBytes: roll < 5 ? 1e12 + pick(1000) : pick(4096),
+      exchange: `ex${pick(3)}`,
+      routingKeys: roll < 10 ? ['a', 'b'] : [`rk${pick(5)}`],
+      priority: pick(6),
+      ...(roll % 7 === 0 ? { expirationMs: pick(100_000) } : {}),
+      ...(roll % 11 === 0 ? { delayMs: pick(5_000) } : {}),
+      ...(roll % 13 === 0 ? { deaths } : {}),
+      ...(roll % 17 === 0 ? { producerId: `p${pick(4)}`, sequence: i } : {}),
+    });
+    if (i % 97 === 0) h.now += pick(500) + 0.25;
+    if (i % 89 === 0) h.run({ type: 'return', consumerId: 'c1', deliveryTag: 1 + pick(40), multiple: pick(2) === 0 });
+    if (i % 83 === 0) h.run({ type: 'ack', consumerId: 'c2', deliveryTag: 1 + pick(200) });
+    if (i % 79 === 0) h.run({ type: 'discard', consumerId: 'c1', deliveryTag: 1 + pick(40) });
+    if (i % 1000 === 999) h.advance(3_000);
+  }
+  return h;
+}
+
+function replay(h: Harness, commands: readonly Command[]): string[] {
+  return commands.map((command) => {
+    h.run(command);
+    return stateHash(h.state);
+  });
+}
+
+describe('binary snapshot encoding', () => {
+  it('round-trips a large random state exactly, and the restored state behaves the same', () => {
+    const h = randomQueue(7, 5_000);
+    const bytes = encodeSnapshot(h.state);
+    const restored = decodeSnapshot(bytes);
+    expect(stateHash(restored)).toBe(stateHash(h.state));
+    expect(snapshot(restored)).toEqual(snapshot(h.state));
+    expect(encodeSnapshot(restored)).toEqual(bytes);
+    // Compact: well below the JSON form even for this irregular state.
+    expect(bytes.byteLength * 3).toBeLessThan(JSON.stringify(snapshot(h.state)).length);
+
+    const twin = new Harness();
+    Object.assign(twin, { state: restored, index: h.index, now: h.now });
+    const commands: Command[] = [
+      { type: 'credit', consumerId: 'c1', prefetch: 500 },
+      { type: 'return', consumerId: 'c2', deliveryTag: 5, multiple: true },
+      { type: 'tick' },
+      { type: 'get', ackMode: 'auto' },
+      { type: 'cancel', consumerId: 'c1' },
+      { type: 'purge' },
+    ];
+    expect(replay(twin, commands)).toEqual(replay(h, commands));
+  });
+
+  it('round-trips random small states (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 2 ** 31 }), fc.integer({ min: 0, max: 400 }), (seed, messages) => {
+        const h = randomQueue(seed, messages);
+        const restored = decodeSnapshot(encodeSnapshot(h.state));
+        expect(stateHash(restored)).toBe(stateHash(h.state));
+        expect(snapshot(restored)).toEqual(snapshot(h.state));
+      }),
+      { numRuns: 30 },
+    );
+  });
+
+  it('starts with the magic and the version', () => {
+    const bytes = encodeSnapshot(new Harness().state);
+    expect([...bytes.subarray(0, 4)]).toEqual([0x51, 0x51, 0x53, SNAPSHOT_VERSION]);
+    expect(stateHash(decodeSnapshot(bytes))).toBe(stateHash(new Harness().state));
+  });
+
+  it('throws on a truncated, extended or corrupted buffer, never returns a state', () => {
+    const bytes = encodeSnapshot(randomQueue(3, 500).state);
+    const random = prng(11);
+    for (const length of [0, 3, 11, 12, 13, bytes.length >> 1, bytes.length - 1]) {
+      expect(() => decodeSnapshot(bytes.slice(0, length))).toThrow(QueueInvariantError);
+    }
+    const longer = new Uint8Array(bytes.length + 1);
+    longer.set(bytes);
+    expect(() => decodeSnapshot(longer)).toThrow(/corrupt queue snapshot/);
+    for (let i = 0; i < 200; i += 1) {
+      const copy = bytes.slice();
+      const at = Math.floor(random() * copy.length);
+      copy[at] = (copy[at] as number) ^ (1 + Math.floor(random() * 255));
+      expect(() => decodeSnapshot(copy), `byte ${at} flipped`).toThrow(/corrupt queue snapshot/);
+    }
+    expect(() => decodeSnapshot(new TextEncoder().encode('{"version":1}'))).toThrow(/bad magic/);
+    const wrongVersion = bytes.slice();
+    wrongVersion[3] = SNAPSHOT_VERSION + 1;
+    expect(() => decodeSnapshot(wrongVersion)).toThrow(/version/);
+  });
+});
