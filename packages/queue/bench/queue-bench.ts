@@ -8,8 +8,8 @@
  * Run with `node --expose-gc` (the npm script does) so (b) measures live heap, not garbage.
  */
 import { performance } from 'node:perf_hooks';
-import { apply, createQueueState, encodeSnapshot, parseQueueArguments } from '../machine/index.js';
-import type { Command, Meta, QueueState } from '../machine/index.js';
+import { apply, createQueueState, encodeSnapshot, parseQueueArguments } from '@quorumq/queue';
+import type { Command, Meta, QueueState } from '@quorumq/queue';
 
 const REPEATS = 3;
 const CYCLES = 300_000;
