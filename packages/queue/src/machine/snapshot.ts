@@ -49,12 +49,19 @@ export interface QueueSnapshot {
 export function snapshot(state: QueueState): QueueSnapshot {
   return structuredClone({
     version: SNAPSHOT_VERSION,
-    name: state.name,
-    args: state.args,
     messages: state.messages.values().map((m) => m.toPlain()),
     ready: state.ready.map((level) => ({ returned: level.returned, fresh: level.fresh.toArray() })),
     delayedHeap: state.delayedHeap.toArray(),
     expiryHeap: state.expiryHeap.toArray(),
+    ...scalarFields(state),
+  });
+}
+
+/** Everything but the messages and the id queues: shared by the plain and binary forms. */
+function scalarFields(state: QueueState): Omit<StateFields, 'ready' | 'delayedHeap' | 'expiryHeap'> {
+  return {
+    name: state.name,
+    args: state.args,
     totals: state.totals,
     consumers: [...state.consumers.values()].map((c) => ({ ...c, unacked: [...c.unacked.entries()] })),
     activeConsumerId: state.activeConsumerId,
@@ -68,7 +75,7 @@ export function snapshot(state: QueueState): QueueSnapshot {
     lastIndex: state.lastIndex,
     gone: state.gone,
     enqueued: state.enqueued,
-  });
+  };
 }
 
 export function restore(data: QueueSnapshot): QueueState {
@@ -420,21 +427,7 @@ export function encodeSnapshot(state: QueueState): Uint8Array {
   }
   const byId = (a: [number, ...unknown[]], b: [number, ...unknown[]]): number => a[0] - b[0];
   const meta: BinaryMeta = {
-    name: state.name,
-    args: state.args,
-    totals: state.totals,
-    consumers: [...state.consumers.values()].map((c) => ({ ...c, unacked: [...c.unacked.entries()] })),
-    activeConsumerId: state.activeConsumerId,
-    producers: [...state.producers.entries()],
-    serveSeq: state.serveSeq,
-    hadConsumer: state.hadConsumer,
-    lastUsedAt: state.lastUsedAt,
-    tickAt: state.tickAt,
-    deleted: state.deleted,
-    clockMs: state.clockMs,
-    lastIndex: state.lastIndex,
-    gone: state.gone,
-    enqueued: state.enqueued,
+    ...scalarFields(state),
     messageCount: n,
     levels: state.ready.length,
     routes,
