@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+/**
+ * `quorumq node --config FILE`   one broker node
+ * `quorumq cluster`              a local three-node cluster on loopback (what `npm start` runs)
+ * `quorumq health --address A`   exit 0 when the node at A answers the gRPC health check SERVING
+ */
+import { credentials, makeGenericClientConstructor, type ServiceError } from '@grpc/grpc-js';
+import { ConfigError, loadConfig, startNode } from '@quorumq/server';
+import { Command, InvalidArgumentError } from 'commander';
+import { service as healthService } from 'grpc-health-check';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+function integer(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
+  return n;
+}
+
+async function runNode(options: { config?: string }): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(options.config ?? null);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`quorumq: ${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  mkdirSync(config.dataDir, { recursive: true });
+  const running = await startNode(config);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    running.logger.info({ signal }, 'shutting down: handing off leadership');
+    running.shutdown().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        running.logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+async function checkHealth(options: { address: string; timeout: number; service: string }): Promise<void> {
+  const Health = makeGenericClientConstructor(healthService, 'Health');
+  const client = new Health(options.address, credentials.createInsecure());
+  const status = await new Promise<string>((done) => {
+    client.makeUnaryRequest(
+      '/grpc.health.v1.Health/Check',
+      (request: { service: string }) => Buffer.from(healthService.Check?.requestSerialize(request) ?? new Uint8Array()),
+      (bytes: Buffer) => healthService.Check?.responseDeserialize(bytes) as { status: string | number },
+      { service: options.service },
+      { deadline: Date.now() + options.timeout },
+      (error: ServiceError | null, response?: { status: string | number }) => {
+        if (error !== null || response === undefined) done(`unreachable (${error?.details ?? 'no response'})`);
+        else done(String(response.status));
+      },
+    );
+  });
+  client.close();
+  const serving = status === 'SERVING' || status === '1';
+  process.stdout.write(`${options.address}: ${serving ? 'SERVING' : status}\n`);
+  process.exit(serving ? 0 : 1);
+}
+
+async function runCluster(options: { nodes: number; basePort: number; host: string; data: string }): Promise<void> {
+  const main = fileURLToPath(import.meta.url);
+  const ids = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
+  const address = (i: number): string => `${options.host}:${options.basePort + i}`;
+  const peers = ids.map((id, i) => `${id}=${address(i)}`).join(',');
+  const children: ChildProcess[] = [];
+  let stopping = false;
+  ids.forEach((id, i) => {
+    const dataDir = resolve(options.data, id);
+    mkdirSync(dataDir, { recursive: true });
+    const child = spawn(process.execPath, [...process.execArgv, main, 'node'], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: {
+        ...process.env,
+        QUORUMQ_NODE_ID: id,
+        QUORUMQ_LISTEN: address(i),
+        QUORUMQ_ADVERTISE: address(i),
+        QUORUMQ_PEERS: peers,
+        QUORUMQ_DATA_DIR: dataDir,
+        QUORUMQ_METRICS_LISTEN: `${options.host}:${9101 + i}`,
+      },
+    });
+    child.on('exit', (code, signal) => {
+      if (!stopping) process.stderr.write(`quorumq: node ${id} exited (${signal ?? code})\n`);
+    });
+    children.push(child);
+  });
+  process.stdout.write(
+    `quorumq: local cluster of ${options.nodes} nodes\n` +
+      ids.map((id, i) => `  ${id}  grpc ${address(i)}  metrics http://${options.host}:${9101 + i}/metrics  data ${join(options.data, id)}\n`).join('') +
+      `connect with: connect({ nodes: [${ids.map((_, i) => `'${address(i)}'`).join(', ')}] })\nCtrl-C stops the cluster.\n`,
+  );
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    for (const child of children) child.kill('SIGTERM');
+    let alive = children.length;
+    for (const child of children) child.on('exit', () => (--alive === 0 ? process.exit(0) : undefined));
+    setTimeout(() => process.exit(0), 10_000).unref();
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+const program = new Command('quorumq').description('quorumq: a message broker whose every queue is a Raft-replicated quorum queue');
+program
+  .command('node')
+  .description('start one broker node')
+  .option('-c, --config <file>', 'JSON configuration file (environment variables QUORUMQ_* override it)')
+  .action(runNode);
+program
+  .command('cluster')
+  .description('start a local cluster of nodes on loopback, data under --data')
+  .option('-n, --nodes <count>', 'number of nodes', integer, 3)
+  .option('-p, --base-port <port>', 'gRPC port of the first node', integer, 7001)
+  .option('--host <host>', 'address to bind', '127.0.0.1')
+  .option('-d, --data <dir>', 'data directory', './data')
+  .action(runCluster);
+program
+  .command('health')
+  .description('check a node with the standard gRPC health check; exit 0 when SERVING')
+  .requiredOption('-a, --address <host:port>', 'node address')
+  .option('-t, --timeout <ms>', 'deadline', integer, 2000)
+  .option('-s, --service <name>', 'service to check ("" = the whole node)', '')
+  .action(checkHealth);
+
+await program.parseAsync(process.argv);

@@ -1,0 +1,434 @@
+import type { ClientReadableStream, StatusObject } from '@grpc/grpc-js';
+import { BrokerService, quorumq } from '@quorumq/proto';
+import { QuorumqError, toQuorumqError } from './errors.js';
+import { Consumer, type ConsumeOptions, type DeliveryHandler } from './consumer.js';
+import { DeliveryImpl, type Delivery } from './delivery.js';
+import { encodeHeaders, type Headers } from './headers.js';
+import { wireNumber } from './longs.js';
+import { encodePublish, type Body, type PublishOptions } from './messages.js';
+import { Publisher, type PublisherOptions } from './publisher.js';
+import { toPublishResult, type PublishResult } from './results.js';
+import { NoFailover, Transport, type TransportOptions } from './transport.js';
+
+/** Options of {@link connect}. */
+export type ConnectOptions = TransportOptions;
+
+/** Queue arguments (QueueArguments in broker.proto); unset means the broker's default. */
+export interface QueueArguments {
+  /** Default 20; -1 = unlimited. */
+  readonly deliveryLimit?: number;
+  readonly deadLetterExchange?: string;
+  readonly deadLetterRoutingKey?: string;
+  readonly deadLetterStrategy?: 'at-least-once' | 'at-most-once';
+  readonly messageTtlMs?: number;
+  readonly maxLength?: number;
+  readonly maxLengthBytes?: number;
+  readonly overflow?: 'drop-head' | 'reject-publish' | 'reject-publish-dlx';
+  /** 0..31 */
+  readonly maxPriority?: number;
+  readonly singleActiveConsumer?: boolean;
+  readonly dedupWindowMs?: number;
+  /** 0 disables the timeout. */
+  readonly consumerTimeoutMs?: number;
+  readonly autoDelete?: boolean;
+  readonly expiresMs?: number;
+  readonly exclusive?: boolean;
+  /** Raft group size; default 3, at most the cluster size. */
+  readonly replicas?: number;
+  /** Always true: every queue is replicated and durable; false is refused by the broker. */
+  readonly durable?: boolean;
+}
+
+export interface DeclareQueueOptions {
+  /** Only check that the queue exists (NOT_FOUND otherwise). */
+  readonly passive?: boolean;
+}
+
+export interface DeclareQueueResult {
+  readonly name: string;
+  readonly created: boolean;
+  readonly warnings: readonly string[];
+  readonly members: readonly string[];
+}
+
+export interface DeleteQueueOptions {
+  readonly ifUnused?: boolean;
+  readonly ifEmpty?: boolean;
+}
+
+export type ExchangeType = 'direct' | 'fanout' | 'topic' | 'headers';
+
+export interface DeclareExchangeOptions {
+  readonly autoDelete?: boolean;
+  readonly alternateExchange?: string;
+  readonly passive?: boolean;
+}
+
+/** A binding from `source` to a queue or (exchange-to-exchange) to an exchange. */
+export type Binding = {
+  readonly source: string;
+  readonly bindingKey?: string;
+  /** Headers exchanges: the values to match plus 'x-match'. `null` is a presence-only value. */
+  readonly arguments?: Headers;
+} & ({ readonly queue: string; readonly exchange?: undefined } | { readonly exchange: string; readonly queue?: undefined });
+
+export interface MoveOptions {
+  readonly sourceQueue: string;
+  readonly destinationExchange: string;
+  /** Empty / omitted keeps each message's own routing keys. */
+  readonly routingKey?: string;
+  /** 0 / omitted: the number of messages the source held at the start. */
+  readonly limit?: number;
+  readonly onProgress?: (progress: MoveProgress) => void;
+}
+
+export interface MoveProgress {
+  readonly moved: number;
+  readonly total: number;
+  readonly done: boolean;
+}
+
+export interface QueueStatus {
+  readonly name: string;
+  /** The leader's node id ('' when unknown). */
+  readonly leader: string;
+  /** The leader's address, when the client knows it. */
+  readonly leaderAddress?: string;
+  readonly members: readonly string[];
+  readonly commitIndex: number;
+  readonly ready: number;
+  readonly unacked: number;
+  readonly delayed: number;
+  readonly deadLettering: number;
+  readonly bytes: number;
+  readonly consumers: number;
+  readonly term: number;
+}
+
+export interface NodeStatus {
+  readonly id: string;
+  readonly address: string;
+  readonly reachable: boolean;
+  readonly diskAlarm: boolean;
+}
+
+export interface ClusterStatus {
+  /** The node that answered. */
+  readonly node: string;
+  readonly metadataLeader: string;
+  /** By node id. */
+  readonly nodes: Readonly<Record<string, NodeStatus>>;
+  /** By queue name; `leader` is a node id (see `nodes`). */
+  readonly queues: Readonly<Record<string, QueueStatus>>;
+}
+
+export interface GetOptions {
+  /** true: the message stays unacked until settled (or the consumer timeout). Default false. */
+  readonly manualAck?: boolean;
+}
+
+function queueArguments(args: QueueArguments | undefined): quorumq.v1.QueueArguments.$Properties {
+  const out: quorumq.v1.QueueArguments.$Properties = {};
+  if (args === undefined) return out;
+  const keys = [
+    'deliveryLimit', 'deadLetterExchange', 'deadLetterRoutingKey', 'deadLetterStrategy', 'messageTtlMs', 'maxLength',
+    'maxLengthBytes', 'overflow', 'maxPriority', 'singleActiveConsumer', 'dedupWindowMs', 'consumerTimeoutMs',
+    'autoDelete', 'expiresMs', 'exclusive', 'replicas', 'durable',
+  ] as const;
+  const target = out as Record<string, unknown>;
+  for (const key of keys) if (args[key] !== undefined) target[key] = args[key];
+  return out;
+}
+
+function bindingRequest(binding: Binding): quorumq.v1.BindRequest.$Properties {
+  const request: quorumq.v1.BindRequest.$Properties = {
+    source: binding.source,
+    bindingKey: binding.bindingKey ?? '',
+    arguments: encodeHeaders(binding.arguments, 'arguments'),
+  };
+  if (binding.queue !== undefined && binding.exchange === undefined) request.queue = binding.queue;
+  else if (binding.exchange !== undefined && binding.queue === undefined) request.exchange = binding.exchange;
+  else throw new QuorumqError('a binding needs exactly one of queue or exchange', { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+  return request;
+}
+
+/** A connection to a quorumq cluster. */
+export class QuorumqClient {
+  private readonly transport: Transport;
+  private readonly publishers = new Set<Publisher>();
+  private readonly consumers = new Set<Consumer>();
+  private lastRefresh = 0;
+  private refreshing: Promise<void> | undefined;
+
+  constructor(options: ConnectOptions) {
+    this.transport = new Transport(options);
+  }
+
+  /** The configured node addresses. */
+  get nodes(): readonly string[] {
+    return this.transport.nodes;
+  }
+
+  /** The cached address of a queue's leader (leader-aware routing), if known. */
+  leaderOf(queue: string): string | undefined {
+    return this.transport.leaderOf(queue);
+  }
+
+  // ----- topology -------------------------------------------------------------------------
+
+  async declareQueue(name: string, args?: QueueArguments, options: DeclareQueueOptions = {}): Promise<DeclareQueueResult> {
+    const response = await this.transport.unary(BrokerService.declareQueue, {
+      name,
+      arguments: queueArguments(args),
+      passive: options.passive ?? false,
+    });
+    return {
+      name: response.name ?? name,
+      created: response.created ?? false,
+      warnings: [...(response.warnings ?? [])],
+      members: [...(response.members ?? [])],
+    };
+  }
+
+  /** Deletes a queue; resolves with the number of messages dropped. */
+  async deleteQueue(name: string, options: DeleteQueueOptions = {}): Promise<{ messagesDropped: number }> {
+    const response = await this.transport.unary(BrokerService.deleteQueue, { name, ifUnused: options.ifUnused ?? false, ifEmpty: options.ifEmpty ?? false });
+    this.transport.forgetLeader(name);
+    return { messagesDropped: wireNumber(response.messagesDropped) };
+  }
+
+  async purgeQueue(name: string): Promise<{ messagesDropped: number }> {
+    const response = await this.transport.unary(BrokerService.purgeQueue, { name });
+    return { messagesDropped: wireNumber(response.messagesDropped) };
+  }
+
+  async declareExchange(name: string, type: ExchangeType, options: DeclareExchangeOptions = {}): Promise<{ created: boolean }> {
+    const response = await this.transport.unary(BrokerService.declareExchange, {
+      name,
+      type,
+      autoDelete: options.autoDelete ?? false,
+      alternateExchange: options.alternateExchange ?? '',
+      passive: options.passive ?? false,
+    });
+    return { created: response.created ?? false };
+  }
+
+  async deleteExchange(name: string, options: { ifUnused?: boolean } = {}): Promise<void> {
+    await this.transport.unary(BrokerService.deleteExchange, { name, ifUnused: options.ifUnused ?? false });
+  }
+
+  async bind(binding: Binding): Promise<{ created: boolean }> {
+    const response = await this.transport.unary(BrokerService.bind, bindingRequest(binding));
+    return { created: response.created ?? false };
+  }
+
+  async unbind(binding: Binding): Promise<{ removed: boolean }> {
+    const response = await this.transport.unary(BrokerService.unbind, bindingRequest(binding));
+    return { removed: response.removed ?? false };
+  }
+
+  // ----- status ---------------------------------------------------------------------------
+
+  async queueStatus(name: string): Promise<QueueStatus> {
+    const response = await this.transport.unary(BrokerService.queueStatus, { name });
+    const status = this.toQueueStatus(response);
+    if (status.leaderAddress !== undefined) this.transport.learnLeader(name, status.leaderAddress);
+    return status;
+  }
+
+  /** The cluster's nodes and queues; also refreshes the client's routing cache. */
+  async clusterStatus(): Promise<ClusterStatus> {
+    const response = await this.transport.unary(BrokerService.clusterStatus, {});
+    this.lastRefresh = Date.now();
+    const nodes: Record<string, NodeStatus> = {};
+    for (const n of response.nodes ?? []) {
+      const node: NodeStatus = { id: n.id ?? '', address: n.address ?? '', reachable: n.reachable ?? false, diskAlarm: n.diskAlarm ?? false };
+      nodes[node.id] = node;
+      this.transport.learnNode(node.id, node.address);
+    }
+    const queues: Record<string, QueueStatus> = {};
+    for (const q of response.queues ?? []) {
+      const status = this.toQueueStatus(q);
+      queues[status.name] = status;
+      if (status.leaderAddress !== undefined) this.transport.learnLeader(status.name, status.leaderAddress);
+      else this.transport.forgetLeader(status.name);
+    }
+    return { node: response.node ?? '', metadataLeader: response.metadataLeader ?? '', nodes, queues };
+  }
+
+  private toQueueStatus(q: quorumq.v1.QueueStatusResponse.$Properties): QueueStatus {
+    const leader = q.leader ?? '';
+    const leaderAddress = this.transport.resolveNode(leader);
+    return {
+      name: q.name ?? '',
+      leader,
+      ...(leaderAddress === undefined ? {} : { leaderAddress }),
+      members: [...(q.members ?? [])],
+      commitIndex: wireNumber(q.commitIndex),
+      ready: wireNumber(q.ready),
+      unacked: wireNumber(q.unacked),
+      delayed: wireNumber(q.delayed),
+      deadLettering: wireNumber(q.deadLettering),
+      bytes: wireNumber(q.bytes),
+      consumers: q.consumers ?? 0,
+      term: wireNumber(q.term),
+    };
+  }
+
+  /** Refreshes the routing cache, at most once per `topologyRefreshMs`; never throws. */
+  private refreshTopology(): Promise<void> {
+    if (!this.transport.leaderRouting || this.transport.isClosed) return Promise.resolve();
+    if (this.refreshing !== undefined) return this.refreshing;
+    if (Date.now() - this.lastRefresh < this.transport.topologyRefreshMs) return Promise.resolve();
+    this.lastRefresh = Date.now();
+    this.refreshing = this.clusterStatus().then(
+      () => undefined,
+      () => undefined,
+    ).finally(() => {
+      this.refreshing = undefined;
+    });
+    return this.refreshing;
+  }
+
+  private async queueRoute(queue: string): Promise<string | undefined> {
+    let leader = this.transport.leaderOf(queue);
+    if (leader === undefined && this.transport.leaderRouting) {
+      await this.refreshTopology();
+      leader = this.transport.leaderOf(queue);
+    }
+    return leader;
+  }
+
+  // ----- publishing -----------------------------------------------------------------------
+
+  /**
+   * Publishes one message with a unary call (failing over to another node when the call fails
+   * with UNAVAILABLE). Resolves with the outcome; rejects with a QuorumqError for outcome FAILED
+   * (its `code` is the outcome's status code; not retried: retry it yourself when `retriable`,
+   * with a producerId/sequence to stay free of duplicates).
+   */
+  async publish(exchange: string, routingKey: string, body: Body, options: PublishOptions = {}): Promise<PublishResult> {
+    const request = { ...encodePublish(exchange, routingKey, body, options), publishId: 1 };
+    return this.transport.withFailover(async (address) => {
+      const response = await this.transport.unaryOn(address, BrokerService.publish, request);
+      try {
+        return toPublishResult(response, address);
+      } catch (error) {
+        // An outcome FAILED is the broker's answer, not a failed call: not retried here.
+        throw new NoFailover(toQuorumqError(error, address));
+      }
+    });
+  }
+
+  /** A publisher over one PublishStream, with up to `maxInFlight` publishes outstanding. */
+  createPublisher(options: PublisherOptions = {}): Publisher {
+    const publisher = new Publisher(this.transport, options);
+    this.publishers.add(publisher);
+    return publisher;
+  }
+
+  // ----- consuming ------------------------------------------------------------------------
+
+  /** Subscribes to a queue: iterate the consumer with `for await`. */
+  consume(queue: string, options?: ConsumeOptions): Consumer;
+  /**
+   * Subscribes to a queue and calls `handler` for each delivery, one at a time: the delivery
+   * is acked when the handler resolves and nacked (requeued) when it throws, unless the handler
+   * settled it itself.
+   */
+  consume(queue: string, options: ConsumeOptions, handler: DeliveryHandler): Consumer;
+  consume(queue: string, options: ConsumeOptions = {}, handler?: DeliveryHandler): Consumer {
+    const consumer = new Consumer(this.transport, queue, options, () => this.refreshTopology());
+    this.consumers.add(consumer);
+    void consumer.ended.then(() => this.consumers.delete(consumer));
+    if (handler !== undefined) void runHandler(consumer, handler, options.onError);
+    return consumer;
+  }
+
+  /** basic.get: one message or null. With `manualAck`, settle it (ack / nack / reject) via SettleGet. */
+  async get(queue: string, options: GetOptions = {}): Promise<Delivery | null> {
+    const manualAck = options.manualAck ?? false;
+    const preferred = await this.queueRoute(queue);
+    const response = await this.transport.unary(BrokerService.get, { queue, manualAck }, { queue, ...(preferred === undefined ? {} : { preferred }) });
+    if (response.delivery === null || response.delivery === undefined) return null;
+    return new DeliveryImpl(response.delivery, 0, async (delivery, settle) => {
+      const target = this.transport.leaderOf(queue);
+      await this.transport.unary(
+        BrokerService.settleGet,
+        { queue, consumerTag: delivery.consumerTag, settle },
+        { queue, ...(target === undefined ? {} : { preferred: target }) },
+      );
+    }, !manualAck);
+  }
+
+  // ----- moving ---------------------------------------------------------------------------
+
+  /**
+   * Moves messages from a queue to an exchange; resolves with the final progress. Fails over
+   * to another node only until the first progress report (a move is not restarted midway).
+   */
+  move(options: MoveOptions): Promise<MoveProgress> {
+    const request: quorumq.v1.MoveRequest.$Properties = {
+      sourceQueue: options.sourceQueue,
+      destinationExchange: options.destinationExchange,
+      routingKey: options.routingKey ?? '',
+      limit: options.limit ?? 0,
+    };
+    return this.transport.withFailover((address) => new Promise<MoveProgress>((resolve, reject) => {
+      const method = BrokerService.move;
+      const call: ClientReadableStream<quorumq.v1.MoveProgress> = this.transport.client(address).makeServerStreamRequest(
+        method.path, method.requestSerialize, method.responseDeserialize, request,
+      );
+      let last: MoveProgress | undefined;
+      call.on('data', (p: quorumq.v1.MoveProgress) => {
+        last = { moved: wireNumber(p.moved), total: wireNumber(p.total), done: p.done ?? false };
+        try {
+          options.onProgress?.(last);
+        } catch {
+          // A throwing progress callback does not stop the move.
+        }
+      });
+      call.on('error', () => undefined);
+      call.on('status', (status: StatusObject) => {
+        if (status.code === 0) {
+          resolve(last ?? { moved: 0, total: 0, done: true });
+          return;
+        }
+        const error = toQuorumqError(status, address);
+        reject(last === undefined ? error : new NoFailover(error));
+      });
+    }), { queue: options.sourceQueue });
+  }
+
+  // ----- lifecycle ------------------------------------------------------------------------
+
+  /** Cancels every consumer, destroys every publisher (flush them first) and closes all channels. */
+  async close(): Promise<void> {
+    for (const consumer of this.consumers) await consumer.cancel();
+    this.consumers.clear();
+    for (const publisher of this.publishers) publisher.destroy();
+    this.publishers.clear();
+    this.transport.close();
+  }
+}
+
+async function runHandler(consumer: Consumer, handler: DeliveryHandler, onError: ConsumeOptions['onError']): Promise<void> {
+  try {
+    for await (const delivery of consumer) {
+      try {
+        await handler(delivery);
+        if (!delivery.settled) await delivery.ack();
+      } catch (error) {
+        if (!delivery.settled) await delivery.nack({ requeue: true });
+        onError?.(error, delivery);
+      }
+    }
+  } catch {
+    // A fatal consumer error: reported through `consumer.ended`.
+  }
+}
+
+/** Connects to a quorumq cluster (channels are opened lazily, on the first call). */
+export function connect(options: ConnectOptions): QuorumqClient {
+  return new QuorumqClient(options);
+}

@@ -1,0 +1,37 @@
+export { connect, QuorumqClient } from './client.js';
+export type {
+  Binding,
+  ClusterStatus,
+  ConnectOptions,
+  DeclareExchangeOptions,
+  DeclareQueueOptions,
+  DeclareQueueResult,
+  DeleteQueueOptions,
+  ExchangeType,
+  GetOptions,
+  MoveOptions,
+  MoveProgress,
+  NodeStatus,
+  QueueArguments,
+  QueueStatus,
+} from './client.js';
+export { Consumer } from './consumer.js';
+export type { ConsumeOptions, ConsumerEvent, DeliveryHandler } from './consumer.js';
+export type { AckOptions, Delivery, NackOptions, RejectOptions } from './delivery.js';
+export { LEADER_TRAILER, QuorumqError, REASON_TRAILER, STREAM_BROKEN, isRetriable } from './errors.js';
+export type { QuorumqErrorInit } from './errors.js';
+export { decodeHeaderValue, decodeHeaders, encodeHeaderValue, encodeHeaders } from './headers.js';
+export type { DecodedHeaders, HeaderValue, Headers } from './headers.js';
+export type {
+  Body,
+  DeathRecord,
+  DeathSummary,
+  MessageProperties,
+  PublishOptions,
+  ReceivedMessage,
+  ReceivedProperties,
+} from './messages.js';
+export { Publisher } from './publisher.js';
+export type { PublisherOptions, PublisherPublishOptions } from './publisher.js';
+export type { PublishOutcome, PublishResult } from './results.js';
+export type { TransportOptions } from './transport.js';

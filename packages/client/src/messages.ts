@@ -1,0 +1,235 @@
+import { quorumq } from '@quorumq/proto';
+import { QuorumqError } from './errors.js';
+import { decodeHeaders, encodeHeaders, type DecodedHeaders, type Headers } from './headers.js';
+import { toWireInt64, wireNumber } from './longs.js';
+
+/** A message body: bytes, or a string sent as UTF-8. */
+export type Body = Buffer | Uint8Array | string;
+
+/** Message properties (AMQP basic properties) when publishing. */
+export interface MessageProperties {
+  readonly contentType?: string;
+  readonly contentEncoding?: string;
+  readonly messageId?: string;
+  readonly correlationId?: string;
+  readonly replyTo?: string;
+  /** Date or ms since the Unix epoch. */
+  readonly timestamp?: Date | number;
+  readonly type?: string;
+  readonly appId?: string;
+  readonly userId?: string;
+  /** 0..255; only the queue's `maxPriority` levels are distinguished. */
+  readonly priority?: number;
+  /** Per-message TTL in milliseconds. */
+  readonly expirationMs?: number;
+  /** Application headers; merged under {@link PublishOptions.headers}. */
+  readonly headers?: Headers;
+}
+
+/** Options of one publish. */
+export interface PublishOptions {
+  readonly properties?: MessageProperties;
+  /** Application headers (win over `properties.headers` on equal keys). */
+  readonly headers?: Headers;
+  /** Return the message (outcome 'unroutable' with `returned`) when no queue matched. */
+  readonly mandatory?: boolean;
+  /** Invisible until this many ms after it is enqueued. */
+  readonly delayMs?: number;
+  /** Invisible until this time (the leader's clock). */
+  readonly notBefore?: Date | number;
+  /** Publisher deduplication: the producer id... */
+  readonly producerId?: string;
+  /** ...and its strictly increasing sequence. */
+  readonly sequence?: number | bigint;
+  /**
+   * Death records to carry when republishing a received message (spec 5: they keep
+   * counting). Pass `delivery.deaths`, `delivery.firstDeath` and `delivery.lastDeath`.
+   */
+  readonly deaths?: readonly DeathRecord[];
+  readonly firstDeath?: DeathSummary;
+  readonly lastDeath?: DeathSummary;
+}
+
+/** Properties of a received message; unset strings are omitted. */
+export interface ReceivedProperties {
+  readonly contentType?: string;
+  readonly contentEncoding?: string;
+  readonly messageId?: string;
+  readonly correlationId?: string;
+  readonly replyTo?: string;
+  readonly timestamp?: Date;
+  readonly type?: string;
+  readonly appId?: string;
+  readonly userId?: string;
+  readonly priority?: number;
+  readonly expirationMs?: number;
+}
+
+/** Why and where a message was dead-lettered (one record per queue and reason). */
+export interface DeathRecord {
+  readonly queue: string;
+  /** 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' */
+  readonly reason: string;
+  readonly count: number;
+  readonly exchange: string;
+  readonly routingKeys: readonly string[];
+  readonly firstTime: Date;
+  readonly lastTime: Date;
+  readonly originalExpirationMs?: number;
+}
+
+export interface DeathSummary {
+  readonly reason: string;
+  readonly queue: string;
+  readonly exchange: string;
+}
+
+/** A message as received (a delivery's content, or a publish's `returned` message). */
+export interface ReceivedMessage {
+  readonly body: Buffer;
+  readonly routingKey: string;
+  readonly properties: ReceivedProperties;
+  readonly headers: DecodedHeaders;
+  readonly deaths: readonly DeathRecord[];
+  readonly firstDeath?: DeathSummary;
+  readonly lastDeath?: DeathSummary;
+}
+
+export function toBuffer(body: Body): Buffer {
+  if (typeof body === 'string') return Buffer.from(body, 'utf8');
+  if (Buffer.isBuffer(body)) return body;
+  if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  throw new TypeError('body must be a Buffer, a Uint8Array or a string');
+}
+
+function nonNegative(name: string, value: number | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!Number.isFinite(value) || value < 0) throw new QuorumqError(`${name} must be a non-negative number`, { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+  return Math.trunc(value);
+}
+
+function encodeProperties(p: MessageProperties | undefined): quorumq.v1.Properties.$Properties {
+  if (p === undefined) return {};
+  const out: quorumq.v1.Properties.$Properties = {};
+  if (p.contentType !== undefined) out.contentType = p.contentType;
+  if (p.contentEncoding !== undefined) out.contentEncoding = p.contentEncoding;
+  if (p.messageId !== undefined) out.messageId = p.messageId;
+  if (p.correlationId !== undefined) out.correlationId = p.correlationId;
+  if (p.replyTo !== undefined) out.replyTo = p.replyTo;
+  if (p.timestamp !== undefined) out.timestampMs = p.timestamp instanceof Date ? p.timestamp.getTime() : p.timestamp;
+  if (p.type !== undefined) out.type = p.type;
+  if (p.appId !== undefined) out.appId = p.appId;
+  if (p.userId !== undefined) out.userId = p.userId;
+  if (p.priority !== undefined) {
+    if (!Number.isInteger(p.priority) || p.priority < 0 || p.priority > 255) {
+      throw new QuorumqError('priority must be an integer in 0..255', { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+    }
+    out.priority = p.priority;
+  }
+  const expiration = nonNegative('expirationMs', p.expirationMs);
+  if (expiration !== undefined) out.expirationMs = expiration;
+  return out;
+}
+
+/** The wire message of a publish. */
+export function encodeMessage(routingKey: string, body: Body, options: PublishOptions = {}): quorumq.v1.Message.$Properties {
+  const headers = options.properties?.headers === undefined && options.headers === undefined
+    ? {}
+    : encodeHeaders({ ...options.properties?.headers, ...options.headers });
+  const message: quorumq.v1.Message.$Properties = {
+    body: toBuffer(body),
+    routingKey,
+    properties: encodeProperties(options.properties),
+    headers,
+  };
+  const delay = nonNegative('delayMs', options.delayMs);
+  if (delay !== undefined) message.delayMs = delay;
+  if (options.notBefore !== undefined) message.notBeforeMs = options.notBefore instanceof Date ? options.notBefore.getTime() : options.notBefore;
+  if (options.deaths !== undefined && options.deaths.length > 0) {
+    message.deaths = options.deaths.map((d) => ({
+      queue: d.queue,
+      reason: d.reason,
+      count: d.count,
+      exchange: d.exchange,
+      routingKeys: [...d.routingKeys],
+      firstTimeMs: d.firstTime.getTime(),
+      lastTimeMs: d.lastTime.getTime(),
+      ...(d.originalExpirationMs === undefined ? {} : { originalExpirationMs: d.originalExpirationMs }),
+    }));
+    if (options.firstDeath !== undefined) message.firstDeath = { ...options.firstDeath };
+    if (options.lastDeath !== undefined) message.lastDeath = { ...options.lastDeath };
+  }
+  return message;
+}
+
+/** The wire request of a publish (`publishId` is filled by the caller). */
+export function encodePublish(exchange: string, routingKey: string, body: Body, options: PublishOptions = {}): quorumq.v1.PublishRequest.$Properties {
+  const request: quorumq.v1.PublishRequest.$Properties = {
+    exchange,
+    message: encodeMessage(routingKey, body, options),
+    mandatory: options.mandatory ?? false,
+  };
+  if (options.producerId !== undefined) request.producerId = options.producerId;
+  if (options.sequence !== undefined) request.sequence = toWireInt64(options.sequence);
+  return request;
+}
+
+function nonEmpty(value: string | null | undefined): string | undefined {
+  return value === null || value === undefined || value === '' ? undefined : value;
+}
+
+function present(value: unknown): boolean {
+  return value !== null && value !== undefined;
+}
+
+export function decodeProperties(p: quorumq.v1.Properties.$Properties | null | undefined): ReceivedProperties {
+  if (p === null || p === undefined) return {};
+  const out: {
+    -readonly [K in keyof ReceivedProperties]: ReceivedProperties[K];
+  } = {};
+  const strings = ['contentType', 'contentEncoding', 'messageId', 'correlationId', 'replyTo', 'type', 'appId', 'userId'] as const;
+  for (const key of strings) {
+    const value = nonEmpty(p[key]);
+    if (value !== undefined) out[key] = value;
+  }
+  if (present(p.timestampMs)) out.timestamp = new Date(wireNumber(p.timestampMs));
+  if (present(p.priority)) out.priority = p.priority ?? 0;
+  if (present(p.expirationMs)) out.expirationMs = wireNumber(p.expirationMs);
+  return out;
+}
+
+function decodeSummary(s: quorumq.v1.DeathSummary.$Properties | null | undefined): DeathSummary | undefined {
+  if (s === null || s === undefined) return undefined;
+  return { reason: s.reason ?? '', queue: s.queue ?? '', exchange: s.exchange ?? '' };
+}
+
+function decodeDeath(d: quorumq.v1.DeathRecord.$Properties): DeathRecord {
+  const record: DeathRecord = {
+    queue: d.queue ?? '',
+    reason: d.reason ?? '',
+    count: wireNumber(d.count),
+    exchange: d.exchange ?? '',
+    routingKeys: [...(d.routingKeys ?? [])],
+    firstTime: new Date(wireNumber(d.firstTimeMs)),
+    lastTime: new Date(wireNumber(d.lastTimeMs)),
+  };
+  return present(d.originalExpirationMs) ? { ...record, originalExpirationMs: wireNumber(d.originalExpirationMs) } : record;
+}
+
+export function decodeMessage(m: quorumq.v1.Message.$Properties | null | undefined): ReceivedMessage {
+  const body = m?.body ?? new Uint8Array(0);
+  const message: ReceivedMessage = {
+    body: Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+    routingKey: m?.routingKey ?? '',
+    properties: decodeProperties(m?.properties),
+    headers: decodeHeaders(m?.headers),
+    deaths: (m?.deaths ?? []).map(decodeDeath),
+  };
+  const firstDeath = decodeSummary(m?.firstDeath);
+  const lastDeath = decodeSummary(m?.lastDeath);
+  return {
+    ...message,
+    ...(firstDeath === undefined ? {} : { firstDeath }),
+    ...(lastDeath === undefined ? {} : { lastDeath }),
+  };
+}

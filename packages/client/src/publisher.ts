@@ -1,0 +1,271 @@
+import type { ClientDuplexStream, StatusObject } from '@grpc/grpc-js';
+import { BrokerService, quorumq } from '@quorumq/proto';
+import { QuorumqError, brokenStreamError, toQuorumqError } from './errors.js';
+import { encodePublish, type Body, type PublishOptions } from './messages.js';
+import { toPublishResult, type PublishResult } from './results.js';
+import { shouldFailover, type Transport } from './transport.js';
+import { wireNumber } from './longs.js';
+
+export interface PublisherOptions {
+  /** Publishes awaiting their outcome at most; `publish` waits for room beyond. Default 256. */
+  readonly maxInFlight?: number;
+  /**
+   * Enables broker-side deduplication: the publisher numbers its messages with strictly
+   * increasing sequences and re-sends unconfirmed ones, with the same sequences, after a
+   * broken stream.
+   */
+  readonly producerId?: string;
+  /**
+   * The first sequence (with a producerId). Default: `Date.now() * 1000`, so that a restarted
+   * producer with the same id keeps increasing.
+   */
+  readonly firstSequence?: number;
+  /** The exchange `publish` uses when its options name none. Default '' (the default exchange). */
+  readonly exchange?: string;
+}
+
+/** Options of one {@link Publisher.publish}: producerId / sequence are the publisher's. */
+export interface PublisherPublishOptions extends Omit<PublishOptions, 'producerId' | 'sequence'> {
+  /** Overrides the publisher's exchange for this message. */
+  readonly exchange?: string;
+}
+
+interface Pending {
+  readonly id: number;
+  readonly request: quorumq.v1.PublishRequest.$Properties;
+  readonly resolve: (result: PublishResult) => void;
+  readonly reject: (error: QuorumqError) => void;
+  /** The stream generation it was last written on (0: not yet). */
+  sentOn: number;
+  /** Whether it was written on an earlier stream too (a re-send). */
+  resent: boolean;
+}
+
+type PublishCall = ClientDuplexStream<quorumq.v1.PublishRequest.$Properties, quorumq.v1.PublishResponse>;
+
+/**
+ * Publishes over one `PublishStream`, with up to `maxInFlight` outcomes outstanding.
+ *
+ * Without a producerId, publishes in flight when the stream breaks reject with a retriable
+ * QuorumqError (reason 'STREAM_BROKEN'); the next publish opens a new stream. With a producerId,
+ * the publisher reopens the stream (on the next node, with back-off, for at most the client's
+ * `failoverTimeoutMs`) and re-sends every unconfirmed message with its original sequence; a
+ * DUPLICATE outcome for a re-sent message resolves as 'confirmed'.
+ */
+export class Publisher {
+  private readonly maxInFlight: number;
+  private readonly producerId: string | undefined;
+  private readonly exchange: string;
+  private readonly pending = new Map<number, Pending>();
+  private readonly slotWaiters: Array<() => void> = [];
+  private readonly flushWaiters: Array<() => void> = [];
+  private slotsUsed = 0;
+  private nextId = 1;
+  private nextSequence: number;
+  private call: PublishCall | undefined;
+  private address = '';
+  private generation = 0;
+  private failures = 0;
+  private failingSince: number | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private preferred: string | undefined;
+  private closed = false;
+
+  constructor(private readonly transport: Transport, options: PublisherOptions = {}) {
+    this.maxInFlight = options.maxInFlight ?? 256;
+    if (!Number.isInteger(this.maxInFlight) || this.maxInFlight < 1) throw new TypeError('maxInFlight must be a positive integer');
+    this.producerId = options.producerId === '' ? undefined : options.producerId;
+    this.exchange = options.exchange ?? '';
+    this.nextSequence = options.firstSequence ?? Date.now() * 1000;
+  }
+
+  /** Publishes awaiting their outcome (sent or waiting to be re-sent). */
+  get inFlight(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * Publishes one message; resolves with its outcome (rejects with a QuorumqError for FAILED).
+   * When `maxInFlight` publishes are outstanding, waits for room first (in call order).
+   */
+  async publish(routingKey: string, body: Body, options: PublisherPublishOptions = {}): Promise<PublishResult> {
+    if (this.closed) throw closedError();
+    const request = encodePublish(options.exchange ?? this.exchange, routingKey, body, options);
+    const wait = this.acquire();
+    if (wait !== undefined) await wait;
+    if (this.closed) {
+      this.release();
+      throw closedError();
+    }
+    return new Promise<PublishResult>((resolve, reject) => {
+      const id = this.nextId++;
+      const full: quorumq.v1.PublishRequest.$Properties = { ...request, publishId: id };
+      if (this.producerId !== undefined) {
+        full.producerId = this.producerId;
+        full.sequence = this.nextSequence++;
+      }
+      const entry: Pending = { id, request: full, resolve, reject, sentOn: 0, resent: false };
+      this.pending.set(id, entry);
+      if (this.call !== undefined) this.write(entry);
+      else if (this.reconnectTimer === undefined) this.open();
+    });
+  }
+
+  /** Waits until every publish made so far has its outcome. */
+  flush(): Promise<void> {
+    if (this.pending.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.flushWaiters.push(resolve));
+  }
+
+  /** Flushes, then ends the stream. Later publishes reject. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.flush();
+    this.shutdown();
+  }
+
+  /** Ends the stream now; outstanding publishes reject with a retriable error. */
+  destroy(): void {
+    this.shutdown();
+    this.failAll(brokenStreamError('the publisher was destroyed'));
+  }
+
+  private shutdown(): void {
+    this.closed = true;
+    if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    const call = this.call;
+    this.call = undefined;
+    this.generation += 1;
+    if (call !== undefined) {
+      call.end();
+      // Give the broker a moment to end the call itself, then cancel it.
+      setTimeout(() => call.cancel(), 1_000).unref();
+    }
+    for (const wake of this.slotWaiters.splice(0)) wake();
+  }
+
+  private acquire(): Promise<void> | undefined {
+    if (this.slotsUsed < this.maxInFlight && this.slotWaiters.length === 0) {
+      this.slotsUsed += 1;
+      return undefined;
+    }
+    return new Promise((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  /** Frees a slot, handing it to the longest waiter if any. */
+  private release(): void {
+    const next = this.slotWaiters.shift();
+    if (next !== undefined) next();
+    else this.slotsUsed -= 1;
+  }
+
+  private settle(entry: Pending, outcome: { result?: PublishResult; error?: QuorumqError }): void {
+    if (!this.pending.delete(entry.id)) return;
+    this.release();
+    if (outcome.error !== undefined) entry.reject(outcome.error);
+    else if (outcome.result !== undefined) entry.resolve(outcome.result);
+    if (this.pending.size === 0) for (const wake of this.flushWaiters.splice(0)) wake();
+  }
+
+  private failAll(error: QuorumqError): void {
+    for (const entry of [...this.pending.values()]) this.settle(entry, { error });
+  }
+
+  private write(entry: Pending): void {
+    if (this.call === undefined) return;
+    if (entry.sentOn !== 0 && entry.sentOn !== this.generation) entry.resent = true;
+    entry.sentOn = this.generation;
+    this.call.write(entry.request);
+  }
+
+  private open(): void {
+    this.reconnectTimer = undefined;
+    if (this.closed) return;
+    let address: string;
+    let call: PublishCall;
+    try {
+      address = this.preferred ?? this.transport.currentAddress();
+      this.preferred = undefined;
+      const method = BrokerService.publishStream;
+      call = this.transport.client(address).makeBidiStreamRequest(method.path, method.requestSerialize, method.responseDeserialize);
+    } catch (error) {
+      this.failAll(toQuorumqError(error));
+      return;
+    }
+    this.generation += 1;
+    const generation = this.generation;
+    this.call = call;
+    this.address = address;
+    call.on('data', (response: quorumq.v1.PublishResponse) => {
+      if (generation !== this.generation) return;
+      this.failures = 0;
+      this.failingSince = undefined;
+      this.onResponse(response, address);
+    });
+    // 'status' ends every call; 'error' repeats it for non-OK ones.
+    call.on('error', () => undefined);
+    call.on('status', (status: StatusObject) => {
+      if (generation !== this.generation) return;
+      this.onBroken(status, address);
+    });
+    for (const entry of this.pending.values()) this.write(entry);
+  }
+
+  private onResponse(response: quorumq.v1.PublishResponse, address: string): void {
+    const entry = this.pending.get(wireNumber(response.publishId));
+    if (entry === undefined) return;
+    let result: PublishResult;
+    try {
+      result = toPublishResult(response, address);
+    } catch (error) {
+      this.settle(entry, { error: toQuorumqError(error, address) });
+      return;
+    }
+    // A re-sent message the broker had already committed: it is confirmed.
+    if (result.outcome === 'duplicate' && entry.resent) result = { ...result, outcome: 'confirmed' };
+    this.settle(entry, { result });
+  }
+
+  private onBroken(status: StatusObject, address: string): void {
+    this.call = undefined;
+    this.generation += 1;
+    if (this.closed) return;
+    const error = status.code === 0
+      ? brokenStreamError(`the publish stream to ${address} ended`, address)
+      : toQuorumqError(status, address);
+    const broken = shouldFailover(error);
+    this.transport.markFailed(address);
+    if (error.leader !== undefined && error.leader !== address) this.preferred = error.leader;
+    if (!broken) {
+      this.failAll(error);
+      return;
+    }
+    if (this.producerId === undefined) {
+      this.failAll(brokenStreamError(`the publish stream to ${address} broke: ${error.message}`, address, error));
+      return;
+    }
+    if (this.pending.size === 0) return;
+    // Re-send the unconfirmed messages on another node.
+    this.failures += 1;
+    this.failingSince ??= Date.now();
+    const nodes = this.transport.nodes.length;
+    const wait = this.failures % nodes === 0 ? this.transport.backoff(this.failures / nodes - 1) : 0;
+    if (Date.now() + wait - this.failingSince >= this.transport.failoverTimeoutMs) {
+      this.failures = 0;
+      this.failingSince = undefined;
+      this.failAll(brokenStreamError(`no node accepted the publish stream: ${error.message}`, address, error));
+      return;
+    }
+    this.reconnectTimer = setTimeout(() => this.open(), wait);
+  }
+
+  /** The node the current stream goes to ('' before the first publish). */
+  get node(): string {
+    return this.address;
+  }
+}
+
+function closedError(): QuorumqError {
+  return new QuorumqError('the publisher is closed', { code: 'CANCELLED', reason: 'PUBLISHER_CLOSED', retriable: false });
+}

@@ -1,0 +1,51 @@
+import { quorumq } from '@quorumq/proto';
+import { QuorumqError, statusName } from './errors.js';
+import { decodeMessage, type ReceivedMessage } from './messages.js';
+
+/** How the broker settled a publish (FAILED is reported as a rejected promise instead). */
+export type PublishOutcome = 'confirmed' | 'unroutable' | 'rejected' | 'duplicate';
+
+export interface PublishResult {
+  readonly outcome: PublishOutcome;
+  /** The queues the message was committed to. */
+  readonly queues: readonly string[];
+  /** Why it was rejected (e.g. a full queue with overflow reject-publish). */
+  readonly reason?: string;
+  /** With `mandatory` and outcome 'unroutable': the message. */
+  readonly returned?: ReceivedMessage;
+}
+
+const Outcome = quorumq.v1.PublishOutcome;
+
+/** A PublishResponse → a result, or throws a QuorumqError for FAILED / unknown outcomes. */
+export function toPublishResult(response: quorumq.v1.PublishResponse.$Properties, node?: string): PublishResult {
+  const queues = [...(response.queues ?? [])];
+  const reason = response.reason ?? '';
+  const base = { queues, ...(reason === '' ? {} : { reason }) };
+  switch (response.outcome) {
+    case Outcome.PUBLISH_OUTCOME_CONFIRMED:
+      return { outcome: 'confirmed', ...base };
+    case Outcome.PUBLISH_OUTCOME_UNROUTABLE:
+      return response.returned === null || response.returned === undefined
+        ? { outcome: 'unroutable', ...base }
+        : { outcome: 'unroutable', ...base, returned: decodeMessage(response.returned) };
+    case Outcome.PUBLISH_OUTCOME_REJECTED:
+      return { outcome: 'rejected', ...base };
+    case Outcome.PUBLISH_OUTCOME_DUPLICATE:
+      return { outcome: 'duplicate', ...base };
+    case Outcome.PUBLISH_OUTCOME_FAILED: {
+      const code = statusName(response.statusCode ?? 2);
+      return throwFailed(code === 'OK' ? 'UNKNOWN' : code, reason, node);
+    }
+    default:
+      return throwFailed('INTERNAL', reason === '' ? 'UNKNOWN_OUTCOME' : reason, node, `unknown publish outcome ${String(response.outcome)}`);
+  }
+}
+
+function throwFailed(code: string, reason: string, node: string | undefined, message?: string): never {
+  throw new QuorumqError(message ?? `publish failed: ${code}${reason === '' ? '' : ` (${reason})`}`, {
+    code,
+    reason,
+    ...(node === undefined ? {} : { node }),
+  });
+}

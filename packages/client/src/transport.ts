@@ -1,0 +1,209 @@
+import * as grpc from '@grpc/grpc-js';
+import type { MethodDefinition } from '@grpc/grpc-js';
+import { QuorumqError, toQuorumqError } from './errors.js';
+
+/** Connection and retry settings shared by every call of a client. */
+export interface TransportOptions {
+  /** Addresses (host:port) of the broker nodes. At least one. */
+  readonly nodes: readonly string[];
+  /** Channel credentials; insecure by default. */
+  readonly credentials?: grpc.ChannelCredentials;
+  /**
+   * Extra grpc-js channel options (keepalive, message sizes, ...). The SDK sets
+   * `grpc.initial_reconnect_backoff_ms: 200` and `grpc.max_reconnect_backoff_ms: 5000` unless given.
+   */
+  readonly channelOptions?: grpc.ClientOptions;
+  /** Deadline of one unary attempt on one node. Default 10 000 ms. */
+  readonly callTimeoutMs?: number;
+  /**
+   * How long a call (or a stream's reconnection) keeps failing over across nodes before it
+   * gives up with the last retriable error. Default 15 000 ms.
+   */
+  readonly failoverTimeoutMs?: number;
+  /** First back-off after every node was tried once; doubles per round. Default 50 ms. */
+  readonly initialBackoffMs?: number;
+  /** Longest back-off between rounds. Default 1 000 ms. */
+  readonly maxBackoffMs?: number;
+  /**
+   * Send a queue's consume / get to the node leading it, learnt from ClusterStatus,
+   * `subscribed` messages and `quorumq-leader` trailers. Default true.
+   */
+  readonly leaderRouting?: boolean;
+  /** Minimum interval between two ClusterStatus refreshes made for routing. Default 1 000 ms. */
+  readonly topologyRefreshMs?: number;
+}
+
+/** Thrown inside a {@link Transport.withFailover} attempt to stop failing over. */
+export class NoFailover {
+  constructor(readonly error: QuorumqError) {}
+}
+
+/** Whether an error should make the SDK try another node: the node is down or cannot serve. */
+export function shouldFailover(error: QuorumqError): boolean {
+  return error.code === 'UNAVAILABLE';
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One broker connection per node address; failover and the routing cache. */
+export class Transport {
+  readonly callTimeoutMs: number;
+  readonly failoverTimeoutMs: number;
+  private readonly initialBackoffMs: number;
+  private readonly maxBackoffMs: number;
+  readonly leaderRouting: boolean;
+  readonly topologyRefreshMs: number;
+  private readonly credentials: grpc.ChannelCredentials;
+  private readonly channelOptions: grpc.ClientOptions;
+  private readonly addresses: string[];
+  private readonly clients = new Map<string, grpc.Client>();
+  private readonly leaders = new Map<string, string>();
+  private readonly nodeAddresses = new Map<string, string>();
+  private current = 0;
+  private closed = false;
+
+  constructor(options: TransportOptions) {
+    if (options.nodes.length === 0) throw new TypeError('connect: at least one node address is required');
+    this.addresses = [...new Set(options.nodes)];
+    this.credentials = options.credentials ?? grpc.credentials.createInsecure();
+    // A restarted node is reconnected to within seconds (grpc-js defaults to up to 120 s).
+    this.channelOptions = { 'grpc.initial_reconnect_backoff_ms': 200, 'grpc.max_reconnect_backoff_ms': 5_000, ...options.channelOptions };
+    this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
+    this.failoverTimeoutMs = options.failoverTimeoutMs ?? 15_000;
+    this.initialBackoffMs = options.initialBackoffMs ?? 50;
+    this.maxBackoffMs = options.maxBackoffMs ?? 1_000;
+    this.leaderRouting = options.leaderRouting ?? true;
+    this.topologyRefreshMs = options.topologyRefreshMs ?? 1_000;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** The configured node addresses. */
+  get nodes(): readonly string[] {
+    return this.addresses;
+  }
+
+  client(address: string): grpc.Client {
+    if (this.closed) throw new QuorumqError('the client is closed', { code: 'CANCELLED', reason: 'CLIENT_CLOSED', retriable: false });
+    let client = this.clients.get(address);
+    if (client === undefined) {
+      client = new grpc.Client(address, this.credentials, this.channelOptions);
+      this.clients.set(address, client);
+    }
+    return client;
+  }
+
+  /** The node the next call without a better choice goes to. */
+  currentAddress(): string {
+    return this.addresses[this.current % this.addresses.length] ?? this.addresses[0] ?? '';
+  }
+
+  /** Moves the sticky node past `address` after it failed. */
+  markFailed(address: string): void {
+    if (this.currentAddress() === address) this.current = (this.current + 1) % this.addresses.length;
+  }
+
+  /** Makes `address` the sticky node when it is a configured one. */
+  markHealthy(address: string): void {
+    const index = this.addresses.indexOf(address);
+    if (index >= 0) this.current = index;
+  }
+
+  /** The cached address of a queue's leader. */
+  leaderOf(queue: string): string | undefined {
+    return this.leaderRouting ? this.leaders.get(queue) : undefined;
+  }
+
+  /** Records that `address` leads `queue` (from a trailer, a subscription, a status). */
+  learnLeader(queue: string, leader: string): void {
+    const address = this.resolveNode(leader);
+    if (address !== undefined) this.leaders.set(queue, address);
+  }
+
+  forgetLeader(queue: string, address?: string): void {
+    if (address === undefined || this.leaders.get(queue) === address) this.leaders.delete(queue);
+  }
+
+  learnNode(id: string, address: string): void {
+    if (id !== '' && address !== '') this.nodeAddresses.set(id, address);
+  }
+
+  /** A node id or an address → an address (undefined when unknown or empty). */
+  resolveNode(idOrAddress: string): string | undefined {
+    if (idOrAddress === '') return undefined;
+    return this.nodeAddresses.get(idOrAddress) ?? (idOrAddress.includes(':') ? idOrAddress : undefined);
+  }
+
+  /** Back-off before attempt `attempt` (0-based), with ±20% jitter. */
+  backoff(round: number): number {
+    const base = Math.min(this.maxBackoffMs, this.initialBackoffMs * 2 ** Math.min(round, 20));
+    return Math.round(base * (0.8 + Math.random() * 0.4));
+  }
+
+  /**
+   * Runs `attempt` against one node after another until it succeeds, fails with a
+   * non-failover error, or `failoverTimeoutMs` passes. A `quorumq-leader` trailer sends the
+   * next attempt to that address; `preferred` (e.g. the queue's leader) goes first.
+   */
+  async withFailover<T>(attempt: (address: string) => Promise<T>, options: { queue?: string; preferred?: string } = {}): Promise<T> {
+    const deadline = Date.now() + this.failoverTimeoutMs;
+    let hint = options.preferred;
+    let tries = 0;
+    for (;;) {
+      const address = hint ?? this.currentAddress();
+      hint = undefined;
+      try {
+        const result = await attempt(address);
+        this.markHealthy(address);
+        return result;
+      } catch (thrown) {
+        if (thrown instanceof NoFailover) throw thrown.error;
+        const error = toQuorumqError(thrown, address);
+        if (!shouldFailover(error) || this.closed) throw error;
+        tries += 1;
+        this.markFailed(address);
+        if (options.queue !== undefined) this.forgetLeader(options.queue, address);
+        if (error.leader !== undefined && error.leader !== address) {
+          hint = error.leader;
+          if (options.queue !== undefined) this.learnLeader(options.queue, error.leader);
+        }
+        // A full round over the nodes failed: back off before the next one.
+        const wait = tries % this.addresses.length === 0 ? this.backoff(tries / this.addresses.length - 1) : 0;
+        if (Date.now() + wait >= deadline) throw error;
+        if (wait > 0) await sleep(wait);
+      }
+    }
+  }
+
+  /** One unary call on one node, with the per-attempt deadline. */
+  unaryOn<Req, Res>(address: string, method: MethodDefinition<Req, Res>, request: Req): Promise<Res> {
+    return new Promise<Res>((resolve, reject) => {
+      this.client(address).makeUnaryRequest(
+        method.path,
+        method.requestSerialize,
+        method.responseDeserialize,
+        request,
+        new grpc.Metadata(),
+        { deadline: Date.now() + this.callTimeoutMs },
+        (error: grpc.ServiceError | null, response?: Res | null) => {
+          if (error !== null) reject(toQuorumqError(error, address));
+          else if (response === undefined || response === null) reject(new QuorumqError('empty response', { code: 'INTERNAL', node: address }));
+          else resolve(response);
+        },
+      );
+    });
+  }
+
+  /** A unary call with failover. */
+  unary<Req, Res>(method: MethodDefinition<Req, Res>, request: Req, options: { queue?: string; preferred?: string } = {}): Promise<Res> {
+    return this.withFailover((address) => this.unaryOn(address, method, request), options);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const client of this.clients.values()) client.close();
+    this.clients.clear();
+  }
+}

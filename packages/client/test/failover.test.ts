@@ -1,0 +1,120 @@
+import * as grpc from '@grpc/grpc-js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { connect, QuorumqError, type ConnectOptions, type QuorumqClient } from '../src/index.js';
+import { FakeBroker, FakeState } from './fake-broker.js';
+
+const cleanup: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+function client(nodes: string[], options: Partial<ConnectOptions> = {}): QuorumqClient {
+  const c = connect({ nodes, failoverTimeoutMs: 2_000, initialBackoffMs: 10, maxBackoffMs: 50, ...options });
+  cleanup.push(() => c.close());
+  return c;
+}
+
+async function brokers(n: number): Promise<FakeBroker[]> {
+  const state = new FakeState();
+  const list: FakeBroker[] = [];
+  for (let i = 0; i < n; i++) list.push(await FakeBroker.start(state));
+  cleanup.push(() => {
+    for (const b of list) b.kill();
+  });
+  return list;
+}
+
+function count(broker: FakeBroker, method: string): number {
+  return broker.calls.filter((c) => c === method).length;
+}
+
+describe('failover', () => {
+  it('retries a unary call on the next node when a node is down, and sticks to the healthy one', async () => {
+    const [a] = await brokers(1);
+    if (a === undefined) throw new Error('no broker');
+    const dead = await FakeBroker.deadAddress();
+    const c = client([dead, a.address]);
+    expect((await c.declareQueue('q')).created).toBe(true);
+    expect((await c.queueStatus('q')).name).toBe('q');
+    expect(count(a, 'declareQueue')).toBe(1);
+    expect(count(a, 'queueStatus')).toBe(1);
+  });
+
+  it('retries on UNAVAILABLE and prefers the address in the quorumq-leader trailer', async () => {
+    const [a, b, c] = await brokers(3);
+    if (a === undefined || b === undefined || c === undefined) throw new Error('no brokers');
+    a.failNext('purgeQueue', { code: grpc.status.UNAVAILABLE, reason: 'NOT_LEADER', leader: c.address });
+    a.state.declareQueue('q');
+    a.state.put('q', 'x');
+    const cl = client([a.address, b.address, c.address]);
+    expect(await cl.purgeQueue('q')).toEqual({ messagesDropped: 1 });
+    expect(count(a, 'purgeQueue')).toBe(1);
+    expect(count(b, 'purgeQueue')).toBe(0);
+    expect(count(c, 'purgeQueue')).toBe(1);
+  });
+
+  it('gives up after the failover timeout with the last retriable error, backing off between rounds', async () => {
+    const [a, b] = await brokers(2);
+    if (a === undefined || b === undefined) throw new Error('no brokers');
+    a.failNext('deleteExchange', { code: grpc.status.UNAVAILABLE, reason: 'NO_QUORUM' }, 1000);
+    b.failNext('deleteExchange', { code: grpc.status.UNAVAILABLE, reason: 'NO_QUORUM' }, 1000);
+    const cl = client([a.address, b.address], { failoverTimeoutMs: 300, initialBackoffMs: 20, maxBackoffMs: 40 });
+    const started = Date.now();
+    const error = await cl.deleteExchange('x').catch((e: unknown) => e);
+    const elapsed = Date.now() - started;
+    expect(error).toBeInstanceOf(QuorumqError);
+    expect(error).toMatchObject({ code: 'UNAVAILABLE', reason: 'NO_QUORUM', retriable: true });
+    expect(elapsed).toBeGreaterThanOrEqual(250);
+    expect(elapsed).toBeLessThan(1_500);
+    const attempts = count(a, 'deleteExchange') + count(b, 'deleteExchange');
+    // Back-off keeps the attempts bounded (20-40 ms per round of two nodes over ~300 ms).
+    expect(attempts).toBeGreaterThanOrEqual(4);
+    expect(attempts).toBeLessThan(60);
+  });
+
+  it('does not fail over on a non-retriable status', async () => {
+    const [a, b] = await brokers(2);
+    if (a === undefined || b === undefined) throw new Error('no brokers');
+    const cl = client([a.address, b.address]);
+    await expect(cl.queueStatus('missing')).rejects.toMatchObject({ code: 'NOT_FOUND', reason: 'QUEUE_NOT_FOUND' });
+    expect(count(a, 'queueStatus')).toBe(1);
+    expect(count(b, 'queueStatus')).toBe(0);
+  });
+
+  it('fails over a move that failed before any progress', async () => {
+    const [a, b] = await brokers(2);
+    if (a === undefined || b === undefined) throw new Error('no brokers');
+    a.state.declareQueue('src');
+    a.state.put('src', 'x');
+    a.state.exchanges.set('dst', 'fanout');
+    a.failNext('move', { code: grpc.status.UNAVAILABLE, reason: 'NO_QUORUM' });
+    const cl = client([a.address, b.address], { leaderRouting: false });
+    expect(await cl.move({ sourceQueue: 'src', destinationExchange: 'dst' })).toEqual({ moved: 1, total: 1, done: true });
+    expect(count(a, 'move')).toBe(1);
+    expect(count(b, 'move')).toBe(1);
+  });
+
+  it('routes get and consume to the queue leader learnt from ClusterStatus', async () => {
+    const [a, b] = await brokers(2);
+    if (a === undefined || b === undefined) throw new Error('no brokers');
+    a.state.declareQueue('q');
+    a.state.leaders.set('q', b.nodeId);
+    a.state.put('q', 'x');
+    const cl = client([a.address, b.address]);
+    expect((await cl.get('q'))?.body.toString()).toBe('x');
+    expect(count(a, 'clusterStatus')).toBe(1);
+    expect(count(a, 'get')).toBe(0);
+    expect(count(b, 'get')).toBe(1);
+    expect(cl.leaderOf('q')).toBe(b.address);
+    const consumer = cl.consume('q');
+    await consumer.ready();
+    expect(consumer.node).toBe(b.address);
+    expect(b.subscribes).toHaveLength(1);
+    expect(a.subscribes).toHaveLength(0);
+    await consumer.cancel();
+    // Without leader routing, the sticky node serves everything.
+    const plain = client([a.address, b.address], { leaderRouting: false });
+    expect(await plain.get('q')).toBeNull();
+    expect(count(a, 'get')).toBe(1);
+  });
+});

@@ -1,0 +1,128 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { connect, QuorumqError, type PublishResult, type QuorumqClient } from '../src/index.js';
+import { wireNumber } from '../src/longs.js';
+import { FakeBroker, FakeState, waitFor } from './fake-broker.js';
+
+const cleanup: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+async function cluster(n: number): Promise<{ brokers: FakeBroker[]; client: QuorumqClient }> {
+  const state = new FakeState();
+  state.declareQueue('jobs');
+  const brokers: FakeBroker[] = [];
+  for (let i = 0; i < n; i++) brokers.push(await FakeBroker.start(state));
+  const client = connect({ nodes: brokers.map((b) => b.address), failoverTimeoutMs: 2_000, initialBackoffMs: 10, maxBackoffMs: 50 });
+  cleanup.push(() => {
+    for (const b of brokers) b.kill();
+  });
+  cleanup.push(() => client.close());
+  return { brokers, client };
+}
+
+describe('Publisher', () => {
+  it('matches outcomes by publish id over one stream', async () => {
+    const { brokers, client } = await cluster(1);
+    const publisher = client.createPublisher();
+    const results = await Promise.all([
+      publisher.publish('jobs', 'a'),
+      publisher.publish('nowhere', 'b', { mandatory: true }),
+      publisher.publish('jobs', new Uint8Array([99]), { headers: { h: true } }),
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(['confirmed', 'unroutable', 'confirmed']);
+    expect(results[1]?.returned?.body.toString()).toBe('b');
+    expect(brokers[0]?.calls.filter((c) => c === 'publishStream')).toHaveLength(1);
+    expect(brokers[0]?.publishRequests.map((r) => wireNumber(r.publishId))).toEqual([1, 2, 3]);
+    expect(brokers[0]?.state.queues.get('jobs')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['a', 'c']);
+    await publisher.close();
+    await expect(publisher.publish('jobs', 'late')).rejects.toMatchObject({ code: 'CANCELLED', retriable: false });
+  });
+
+  it('never has more than maxInFlight publishes outstanding at the broker', async () => {
+    const { brokers, client } = await cluster(1);
+    const broker = brokers[0];
+    if (broker === undefined) throw new Error('no broker');
+    broker.publishMode = 'hold';
+    const publisher = client.createPublisher({ maxInFlight: 4 });
+    const settled: number[] = [];
+    const promises = Array.from({ length: 10 }, (_, i) => publisher.publish('jobs', `m${i}`).then((r) => {
+      settled.push(i);
+      return r;
+    }));
+    await waitFor(() => broker.publishRequests.length === 4, 2_000, '4 publishes');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(broker.publishRequests).toHaveLength(4); // the 5th waits for room
+    expect(publisher.inFlight).toBe(4);
+    // Release batch after batch until all are through.
+    while (settled.length < 10) {
+      broker.releaseHeld();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await Promise.all(promises);
+    expect(broker.maxOutstanding).toBe(4);
+    expect(settled).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    // In publish order.
+    expect(broker.publishRequests.map((r) => Buffer.from(r.message?.body ?? []).toString())).toEqual(Array.from({ length: 10 }, (_, i) => `m${i}`));
+    await publisher.flush();
+    expect(publisher.inFlight).toBe(0);
+  });
+
+  it('with a producerId, re-sends unconfirmed messages with their original sequences on another node', async () => {
+    const { brokers, client } = await cluster(2);
+    const [a, b] = brokers;
+    if (a === undefined || b === undefined) throw new Error('no brokers');
+    // Node A commits the first two but its confirms are lost; it holds the other three.
+    a.publishMode = 'commit-and-hold';
+    const publisher = client.createPublisher({ producerId: 'orders-svc', firstSequence: 100, maxInFlight: 16 });
+    const first = [publisher.publish('jobs', '0'), publisher.publish('jobs', '1')];
+    await waitFor(() => a.publishRequests.length === 2, 2_000, 'two publishes at A');
+    a.publishMode = 'hold';
+    const rest = [2, 3, 4].map((i) => publisher.publish('jobs', String(i)));
+    await waitFor(() => a.publishRequests.length === 5, 2_000, 'five publishes at A');
+    expect(a.publishRequests.map((r) => wireNumber(r.sequence))).toEqual([100, 101, 102, 103, 104]);
+    a.kill();
+    const results: PublishResult[] = await Promise.all([...first, ...rest]);
+    // A DUPLICATE for a re-sent message counts as confirmed.
+    expect(results.map((r) => r.outcome)).toEqual(['confirmed', 'confirmed', 'confirmed', 'confirmed', 'confirmed']);
+    expect(b.publishRequests.map((r) => wireNumber(r.sequence))).toEqual([100, 101, 102, 103, 104]);
+    expect(b.publishRequests.every((r) => r.producerId === 'orders-svc')).toBe(true);
+    // Exactly once in the queue.
+    expect(b.state.queues.get('jobs')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['0', '1', '2', '3', '4']);
+    expect(publisher.node).toBe(b.address);
+    // The next sequence keeps increasing.
+    await publisher.publish('jobs', '5');
+    expect(wireNumber(b.publishRequests.at(-1)?.sequence)).toBe(105);
+  });
+
+  it('without a producerId, rejects in-flight publishes with a retriable error when the stream breaks, then recovers', async () => {
+    const { brokers, client } = await cluster(2);
+    const [a, b] = brokers;
+    if (a === undefined || b === undefined) throw new Error('no brokers');
+    a.publishMode = 'hold';
+    const publisher = client.createPublisher();
+    const pending = [publisher.publish('jobs', 'x'), publisher.publish('jobs', 'y')];
+    await waitFor(() => a.publishRequests.length === 2, 2_000, 'two publishes at A');
+    a.kill();
+    for (const p of pending) {
+      const error = await p.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(QuorumqError);
+      expect(error).toMatchObject({ code: 'UNAVAILABLE', retriable: true });
+    }
+    expect(b.publishRequests).toHaveLength(0); // nothing re-sent without dedup
+    expect((await publisher.publish('jobs', 'z')).outcome).toBe('confirmed');
+    expect(b.publishRequests).toHaveLength(1);
+    await publisher.close();
+  });
+
+  it('gives up re-sending after the failover timeout with a retriable error', async () => {
+    const dead = await FakeBroker.deadAddress();
+    const client = connect({ nodes: [dead], failoverTimeoutMs: 200, initialBackoffMs: 10, maxBackoffMs: 20 });
+    cleanup.push(() => client.close());
+    const publisher = client.createPublisher({ producerId: 'p' });
+    const started = Date.now();
+    const error = await publisher.publish('jobs', 'x').catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'UNAVAILABLE', retriable: true });
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});

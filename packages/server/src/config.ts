@@ -1,0 +1,159 @@
+/**
+ * Node configuration: a JSON file, then environment variables on top, then defaults.
+ * Every option and its default is documented in docs/configuration.md.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+export interface NodeConfig {
+  /** This node's id; one of the keys of `peers`. */
+  readonly nodeId: string;
+  /** host:port the gRPC server binds (clients and peers). */
+  readonly listen: string;
+  /** host:port other nodes and clients use to reach this node. */
+  readonly advertise: string;
+  /** Every node of the cluster, this one included: id -> address. */
+  readonly peers: ReadonlyMap<string, string>;
+  readonly dataDir: string;
+  /** host:port of the Prometheus /metrics endpoint, or null for none. */
+  readonly metricsListen: string | null;
+  readonly tickMs: number;
+  readonly electionTicks: number;
+  readonly heartbeatTicks: number;
+  readonly snapshotInterval: number;
+  readonly maxMessageBytes: number;
+  /** Publishes are refused while the data directory's free space is below this. */
+  readonly diskFreeLimitBytes: number;
+  readonly defaultReplicas: number;
+  /** How long a publish or admin call waits for a quorum before UNAVAILABLE. */
+  readonly requestTimeoutMs: number;
+  readonly logLevel: string;
+}
+
+export const DEFAULTS = {
+  listen: '127.0.0.1:7001',
+  dataDir: './data',
+  metricsListen: null,
+  tickMs: 50,
+  electionTicks: 10,
+  heartbeatTicks: 2,
+  snapshotInterval: 1024,
+  maxMessageBytes: 16 * 1024 * 1024,
+  diskFreeLimitBytes: 1024 * 1024 * 1024,
+  defaultReplicas: 3,
+  requestTimeoutMs: 5000,
+  logLevel: 'info',
+} as const;
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+type Raw = Record<string, unknown>;
+
+const ENV: Record<string, string> = {
+  QUORUMQ_NODE_ID: 'nodeId',
+  QUORUMQ_LISTEN: 'listen',
+  QUORUMQ_ADVERTISE: 'advertise',
+  QUORUMQ_PEERS: 'peers',
+  QUORUMQ_DATA_DIR: 'dataDir',
+  QUORUMQ_METRICS_LISTEN: 'metricsListen',
+  QUORUMQ_TICK_MS: 'tickMs',
+  QUORUMQ_ELECTION_TICKS: 'electionTicks',
+  QUORUMQ_HEARTBEAT_TICKS: 'heartbeatTicks',
+  QUORUMQ_SNAPSHOT_INTERVAL: 'snapshotInterval',
+  QUORUMQ_MAX_MESSAGE_BYTES: 'maxMessageBytes',
+  QUORUMQ_DISK_FREE_LIMIT_BYTES: 'diskFreeLimitBytes',
+  QUORUMQ_DEFAULT_REPLICAS: 'defaultReplicas',
+  QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
+  QUORUMQ_LOG_LEVEL: 'logLevel',
+};
+
+/** `n1=host:port,n2=host:port` or an object {n1: "host:port"}. */
+function parsePeers(value: unknown): Map<string, string> {
+  const peers = new Map<string, string>();
+  if (typeof value === 'string') {
+    for (const part of value.split(',').map((p) => p.trim()).filter((p) => p !== '')) {
+      const eq = part.indexOf('=');
+      if (eq <= 0) throw new ConfigError(`peers: expected id=host:port, got ${JSON.stringify(part)}`);
+      peers.set(part.slice(0, eq), part.slice(eq + 1));
+    }
+  } else if (typeof value === 'object' && value !== null) {
+    for (const [id, address] of Object.entries(value)) {
+      if (typeof address !== 'string') throw new ConfigError(`peers.${id}: expected "host:port"`);
+      peers.set(id, address);
+    }
+  } else {
+    throw new ConfigError('peers: expected "id=host:port,..." or an object');
+  }
+  for (const [id, address] of peers) {
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(id)) throw new ConfigError(`peers: invalid node id ${JSON.stringify(id)}`);
+    if (!/^[^:\s]+:\d{1,5}$/.test(address)) throw new ConfigError(`peers.${id}: invalid address ${JSON.stringify(address)}`);
+  }
+  return peers;
+}
+
+function integer(raw: Raw, key: string, fallback: number, min: number): number {
+  const value = raw[key];
+  if (value === undefined || value === null || value === '') return fallback;
+  const n = typeof value === 'string' ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < min) {
+    throw new ConfigError(`${key}: expected an integer >= ${min}, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+function text(raw: Raw, key: string, fallback: string | null): string | null {
+  const value = raw[key];
+  if (value === undefined || value === null || value === '') return fallback;
+  if (typeof value !== 'string') throw new ConfigError(`${key}: expected a string, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process.env, overrides: Raw = {}): NodeConfig {
+  let raw: Raw = {};
+  if (file !== null) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (error) {
+      throw new ConfigError(`cannot read config ${file}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(`${file}: expected a JSON object`);
+    raw = { ...(parsed as Raw) };
+  }
+  for (const [variable, key] of Object.entries(ENV)) {
+    const value = env[variable];
+    if (value !== undefined && value !== '') raw[key] = value;
+  }
+  raw = { ...raw, ...overrides };
+  const known = new Set([...Object.values(ENV)]);
+  for (const key of Object.keys(raw)) if (!known.has(key)) throw new ConfigError(`unknown configuration option ${JSON.stringify(key)}`);
+
+  const nodeId = text(raw, 'nodeId', null);
+  if (nodeId === null) throw new ConfigError('nodeId is required (or QUORUMQ_NODE_ID)');
+  const listen = text(raw, 'listen', DEFAULTS.listen) ?? DEFAULTS.listen;
+  const peers = raw.peers === undefined ? new Map([[nodeId, text(raw, 'advertise', listen) ?? listen]]) : parsePeers(raw.peers);
+  const advertise = text(raw, 'advertise', peers.get(nodeId) ?? listen) ?? listen;
+  if (!peers.has(nodeId)) throw new ConfigError(`peers must include this node (${nodeId})`);
+  const dataDir = resolve(text(raw, 'dataDir', DEFAULTS.dataDir) ?? DEFAULTS.dataDir);
+  const config: NodeConfig = {
+    nodeId,
+    listen,
+    advertise,
+    peers,
+    dataDir,
+    metricsListen: text(raw, 'metricsListen', DEFAULTS.metricsListen),
+    tickMs: integer(raw, 'tickMs', DEFAULTS.tickMs, 1),
+    electionTicks: integer(raw, 'electionTicks', DEFAULTS.electionTicks, 2),
+    heartbeatTicks: integer(raw, 'heartbeatTicks', DEFAULTS.heartbeatTicks, 1),
+    snapshotInterval: integer(raw, 'snapshotInterval', DEFAULTS.snapshotInterval, 1),
+    maxMessageBytes: integer(raw, 'maxMessageBytes', DEFAULTS.maxMessageBytes, 1),
+    diskFreeLimitBytes: integer(raw, 'diskFreeLimitBytes', DEFAULTS.diskFreeLimitBytes, 0),
+    defaultReplicas: integer(raw, 'defaultReplicas', DEFAULTS.defaultReplicas, 1),
+    requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),
+    logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
+  };
+  if (config.heartbeatTicks >= config.electionTicks) throw new ConfigError('heartbeatTicks must be below electionTicks');
+  return config;
+}

@@ -1,0 +1,187 @@
+/**
+ * The metadata group's state machine: the cluster's topology (exchanges, bindings, the
+ * set of queues) and each queue's definition (validated arguments and the nodes of its
+ * Raft group). Every node runs it; the node reconciles its queue replicas with it.
+ * Deterministic: the proposer chooses a new queue's members and puts them in the command.
+ */
+import {
+  Topology,
+  argumentMismatch,
+  argumentWarnings,
+  decodeTopologySnapshot,
+  encodeTopologySnapshot,
+  parseQueueArguments,
+  restoreTopology,
+  snapshotTopology,
+  QueueArgumentError,
+  type QueueArguments,
+  type QueueArgumentsInput,
+  type TopologyCommand,
+} from '@quorumq/queue';
+import type { Entry, NodeId } from '@quorumq/raft';
+
+import { decodeJson, encodeJson } from './json-codec.js';
+import type { GroupMachine } from './raft-group.js';
+
+export const QUEUE_NAME_BYTES_MAX = 255;
+
+export interface QueueDefinition {
+  readonly name: string;
+  readonly args: QueueArguments;
+  readonly members: readonly NodeId[];
+  /** The metadata index that created it: a queue re-created under the same name is a new group. */
+  readonly createdIndex: number;
+}
+
+export type MetaCommand =
+  | { readonly type: 'topology'; readonly command: TopologyCommand }
+  | {
+      readonly type: 'declareQueue';
+      readonly name: string;
+      readonly args: QueueArgumentsInput;
+      readonly passive: boolean;
+      readonly members: readonly NodeId[];
+    }
+  | { readonly type: 'deleteQueue'; readonly name: string; readonly reason: string; readonly createdIndex?: number };
+
+/** Error reasons map to gRPC codes in the service. */
+export type MetaErrorCode = 'INVALID_ARGUMENT' | 'NOT_FOUND' | 'FAILED_PRECONDITION' | 'PERMISSION_DENIED' | 'RESOURCE_EXHAUSTED';
+
+export type MetaReply =
+  | { readonly ok: true; readonly changed: boolean; readonly warnings?: readonly string[]; readonly queue?: QueueDefinition }
+  | { readonly ok: false; readonly code: MetaErrorCode; readonly reason: string; readonly message: string };
+
+export interface MetaSnapshot {
+  readonly topology: Uint8Array;
+  readonly queues: readonly QueueDefinition[];
+}
+
+export class MetaMachine implements GroupMachine<MetaReply> {
+  topology = new Topology();
+  readonly queues = new Map<string, QueueDefinition>();
+
+  constructor(private readonly onChange: () => void) {}
+
+  apply(entry: Entry): MetaReply {
+    let command: MetaCommand;
+    try {
+      command = decodeJson<MetaCommand>(entry.data);
+    } catch {
+      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'MALFORMED_COMMAND', message: 'malformed metadata command' };
+    }
+    const reply = this.applyCommand(command, entry.index);
+    if (reply.ok && reply.changed) this.onChange();
+    return reply;
+  }
+
+  snapshot(): Uint8Array {
+    const snapshot: MetaSnapshot = {
+      topology: encodeTopologySnapshot(snapshotTopology(this.topology)),
+      queues: [...this.queues.values()],
+    };
+    return encodeJson(snapshot);
+  }
+
+  restore(data: Uint8Array): void {
+    const snapshot = decodeJson<MetaSnapshot>(data);
+    this.topology = restoreTopology(decodeTopologySnapshot(snapshot.topology));
+    this.queues.clear();
+    for (const q of snapshot.queues) this.queues.set(q.name, q);
+    this.onChange();
+  }
+
+  private applyCommand(command: MetaCommand, index: number): MetaReply {
+    switch (command.type) {
+      case 'topology':
+        return this.applyTopology(command.command);
+      case 'declareQueue':
+        return this.declareQueue(command, index);
+      case 'deleteQueue': {
+        const existing = this.queues.get(command.name);
+        if (existing === undefined) return { ok: true, changed: false };
+        // A delete issued for an older incarnation must not remove a re-created queue.
+        if (command.createdIndex !== undefined && command.createdIndex !== existing.createdIndex) return { ok: true, changed: false };
+        this.queues.delete(command.name);
+        this.topology.apply({ type: 'deleteQueue', name: command.name });
+        return { ok: true, changed: true, queue: existing };
+      }
+    }
+  }
+
+  private applyTopology(command: TopologyCommand): MetaReply {
+    if (command.type === 'declareQueue' || command.type === 'deleteQueue') {
+      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'MALFORMED_COMMAND', message: 'queues are declared with declareQueue' };
+    }
+    const reply = this.topology.apply(command);
+    if (reply.ok) return { ok: true, changed: reply.changed };
+    return { ok: false, code: reply.error.code, reason: topologyReason(reply.error.code, reply.error.message), message: reply.error.message };
+  }
+
+  private declareQueue(command: Extract<MetaCommand, { type: 'declareQueue' }>, index: number): MetaReply {
+    const existing = this.queues.get(command.name);
+    if (command.passive) {
+      if (existing === undefined) return notFoundQueue(command.name);
+      return { ok: true, changed: false, queue: existing };
+    }
+    const problem = queueNameProblem(command.name);
+    if (problem !== null) return { ok: false, code: 'INVALID_ARGUMENT', reason: 'INVALID_QUEUE_NAME', message: problem };
+    let args: QueueArguments;
+    try {
+      args = parseQueueArguments(command.args);
+    } catch (error) {
+      const message = error instanceof QueueArgumentError || error instanceof Error ? error.message : String(error);
+      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'INVALID_QUEUE_ARGUMENT', message };
+    }
+    const warnings = argumentWarnings(args);
+    if (args.deadLetterExchange !== null && args.deadLetterRoutingKey === null) {
+      const dlx = this.topology.exchange(args.deadLetterExchange);
+      if (dlx?.type === 'direct') {
+        warnings.push(
+          `dead_letter_exchange ${JSON.stringify(args.deadLetterExchange)} is a direct exchange and no dead_letter_routing_key is set: ` +
+            'dead-lettered messages keep their original routing keys and are lost unless a binding matches them',
+        );
+      }
+    }
+    if (existing !== undefined) {
+      const differing = argumentMismatch(existing.args, args);
+      if (differing !== null) {
+        return {
+          ok: false,
+          code: 'FAILED_PRECONDITION',
+          reason: 'ARGUMENT_MISMATCH',
+          message:
+            `queue ${JSON.stringify(command.name)} exists with ${differing} = ${JSON.stringify(existing.args[differing])}, ` +
+            `the declare asked for ${JSON.stringify(args[differing])}`,
+        };
+      }
+      return { ok: true, changed: false, warnings, queue: existing };
+    }
+    if (command.members.length === 0) {
+      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'NO_MEMBERS', message: 'a queue needs at least one replica' };
+    }
+    const reply = this.topology.apply({ type: 'declareQueue', name: command.name });
+    if (!reply.ok) {
+      return { ok: false, code: reply.error.code, reason: topologyReason(reply.error.code, reply.error.message), message: reply.error.message };
+    }
+    const definition: QueueDefinition = { name: command.name, args, members: [...command.members], createdIndex: index };
+    this.queues.set(command.name, definition);
+    return { ok: true, changed: true, warnings, queue: definition };
+  }
+}
+
+export function notFoundQueue(name: string): MetaReply {
+  return { ok: false, code: 'NOT_FOUND', reason: 'QUEUE_NOT_FOUND', message: `queue ${JSON.stringify(name)} does not exist` };
+}
+
+export function queueNameProblem(name: string): string | null {
+  if (typeof name !== 'string' || name.length === 0) return 'a queue name must not be empty';
+  if (Buffer.byteLength(name) > QUEUE_NAME_BYTES_MAX) return `a queue name is at most ${QUEUE_NAME_BYTES_MAX} bytes`;
+  if (name.startsWith('amq.')) return `queue names starting with "amq." are reserved`;
+  return null;
+}
+
+function topologyReason(code: MetaErrorCode, message: string): string {
+  if (code === 'NOT_FOUND') return message.includes('queue') && !message.includes('exchange') ? 'QUEUE_NOT_FOUND' : 'EXCHANGE_NOT_FOUND';
+  if (code === 'FAILED_PRECONDITION') return message.includes('type') ? 'ARGUMENT_MISMATCH' : 'PRECONDITION_FAILED';
+  return code;
+}

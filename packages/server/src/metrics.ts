@@ -1,0 +1,72 @@
+/** Prometheus metrics of one node (prom-client), served on /metrics. */
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class NodeMetrics {
+  readonly registry = new Registry();
+  readonly publishes = new Counter({
+    name: 'quorumq_publishes_total',
+    help: 'Publishes answered, by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly confirmSeconds = new Histogram({
+    name: 'quorumq_publish_confirm_seconds',
+    help: 'Time from receiving a publish to its confirm',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5],
+    registers: [this.registry],
+  });
+  readonly deliveries = new Counter({ name: 'quorumq_deliveries_total', help: 'Deliveries pushed to consumers', registers: [this.registry] });
+  readonly deadLettered = new Counter({
+    name: 'quorumq_dead_lettered_total',
+    help: 'Messages dead-lettered, by reason',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly dropped = new Counter({
+    name: 'quorumq_messages_dropped_total',
+    help: 'Messages that left a queue without a dead-letter target (delivery limit without DLX, purge, delete, cycle), by reason',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly leaderChanges = new Counter({
+    name: 'quorumq_leader_changes_total',
+    help: 'Times this node became leader of a group',
+    registers: [this.registry],
+  });
+  readonly diskAlarm = new Gauge({ name: 'quorumq_disk_alarm', help: '1 while free disk space is below disk_free_limit', registers: [this.registry] });
+  readonly queueMessages = new Gauge({
+    name: 'quorumq_queue_messages',
+    help: 'Messages in queues this node leads, by state',
+    labelNames: ['queue', 'state'],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'quorumq_process_' });
+  }
+
+  /** Serves /metrics on `address` (host:port). */
+  listen(address: string): Promise<Server> {
+    const [host, port] = splitAddress(address);
+    const server = createServer((request, response) => {
+      if (request.url !== '/metrics') {
+        response.writeHead(404).end('not found\n');
+        return;
+      }
+      this.registry.metrics().then(
+        (text) => response.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
+        (error: unknown) => response.writeHead(500).end(String(error)),
+      );
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve(server));
+    });
+  }
+}
+
+export function splitAddress(address: string): [string, number] {
+  const colon = address.lastIndexOf(':');
+  return [address.slice(0, colon), Number(address.slice(colon + 1))];
+}

@@ -1,0 +1,619 @@
+/**
+ * One quorumq node: the node's storage (one WAL for every group), the metadata group, one
+ * Raft group per queue it replicates, the peer transport, the timers that drive the pure
+ * cores, and the leader-only execution of queue effects (deliveries, dead-letters, ticks,
+ * deletes).
+ */
+import { randomUUID } from 'node:crypto';
+import { statfs } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Server as HttpServer } from 'node:http';
+import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { quorumq } from '@quorumq/proto';
+import { leaderEffects, routeDeadLetter, TopologyError, type Command, type Effect, type Reply } from '@quorumq/queue';
+import type { NodeId, SoftState } from '@quorumq/raft';
+import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
+import type { Logger } from 'pino';
+
+import type { NodeConfig } from './config.js';
+import { BrokerError, Status, isServiceError, notFound, unavailable } from './errors.js';
+import { headersFromWire } from './headers.js';
+import { decodeJson, encodeJson } from './json-codec.js';
+import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
+import { NodeMetrics } from './metrics.js';
+import { encodeQueueEntry, QueueReplica, deliveryOf, stampEntry, type QueueApplyResult } from './queue-replica.js';
+import { RaftGroup } from './raft-group.js';
+import type { GroupMessage } from './raft-codec.js';
+import { PeerTransport } from './transport.js';
+
+import pb = quorumq.v1;
+
+export const META_GROUP = 'meta';
+
+export function queueGroupId(definition: QueueDefinition): string {
+  return `q/${definition.createdIndex}/${definition.name}`;
+}
+
+/** A consumer whose stream is attached to this node (which leads its queue). */
+export interface LocalConsumer {
+  readonly id: string;
+  readonly queue: string;
+  readonly tag: string;
+  readonly stream: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>;
+  /** Called when the node ends the consumer (lost leadership, queue deleted). */
+  readonly end: (error: BrokerError) => void;
+}
+
+export interface LocalQueue {
+  readonly definition: QueueDefinition;
+  readonly replica: QueueReplica;
+  readonly group: RaftGroup<QueueApplyResult>;
+  tickTimer: NodeJS.Timeout | null;
+  tickAt: number;
+  /** Leader duties (consumerDown, re-issued effects) run once per term, after its first entry applied. */
+  leaderReadyTerm: number;
+  deadLettersInFlight: Set<number>;
+}
+
+export class BrokerNode {
+  readonly metrics = new NodeMetrics();
+  readonly meta: MetaMachine;
+  readonly metaGroup: RaftGroup<MetaReply>;
+  readonly queues = new Map<string, LocalQueue>();
+  readonly consumers = new Map<string, LocalConsumer>();
+  private ticker: NodeJS.Timeout | null = null;
+  private diskTimer: NodeJS.Timeout | null = null;
+  private metricsServer: HttpServer | null = null;
+  private stopping = false;
+  diskAlarm = false;
+  private metaLeaderHandlers: Array<() => void> = [];
+
+  private constructor(
+    readonly config: NodeConfig,
+    readonly storage: NodeStorage,
+    readonly transport: PeerTransport,
+    readonly logger: Logger,
+    private readonly onFatal: (error: unknown) => void,
+  ) {
+    this.meta = new MetaMachine(() => this.reconcileSoon());
+    this.metaGroup = new RaftGroup<MetaReply>({
+      groupId: META_GROUP,
+      nodeId: config.nodeId,
+      storage,
+      machine: this.meta,
+      initialVoters: [...config.peers.keys()].sort(),
+      send: (groupId, messages) => transport.send(groupId, messages),
+      onSoftState: (state) => this.onMetaSoftState(state),
+      onFatal: (error) => this.fatal(error),
+      electionTicks: config.electionTicks,
+      heartbeatTicks: config.heartbeatTicks,
+    });
+  }
+
+  static async start(config: NodeConfig, logger: Logger, onFatal: (error: unknown) => void): Promise<BrokerNode> {
+    const kv = await LevelKvStore.open(join(config.dataDir, 'kv'));
+    let node: BrokerNode | null = null;
+    const storage = await NodeStorage.open({
+      dir: join(config.dataDir, 'wal'),
+      fs: new NodeWalFs(),
+      kv,
+      snapshotInterval: config.snapshotInterval,
+      logger: { warn: (message: string) => logger.warn(message) },
+      onFatal: (error) => (node === null ? onFatal(error) : node.fatal(error)),
+    });
+    if (storage.corruption !== null) {
+      logger.error({ corruption: storage.corruption }, 'WAL corruption found; the affected groups will not serve from this copy');
+    }
+    const transport = new PeerTransport(config.nodeId, config.peers, logger);
+    node = new BrokerNode(config, storage, transport, logger, onFatal);
+    node.reconcile();
+    node.ticker = setInterval(() => node?.tick(), config.tickMs);
+    await node.checkDisk();
+    node.diskTimer = setInterval(() => void node?.checkDisk(), 2000);
+    if (config.metricsListen !== null) node.metricsServer = await node.metrics.listen(config.metricsListen);
+    return node;
+  }
+
+  get nodeId(): NodeId {
+    return this.config.nodeId;
+  }
+
+  addressOf(node: NodeId | null): string | null {
+    return node === null ? null : (this.config.peers.get(node) ?? null);
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Raft plumbing
+
+  private tick(): void {
+    this.metaGroup.tick();
+    for (const queue of this.queues.values()) queue.group.tick();
+  }
+
+  receive(envelope: GroupMessage): void {
+    if (this.stopping) return;
+    if (envelope.groupId === META_GROUP) {
+      this.metaGroup.receive(envelope.message);
+      return;
+    }
+    const group = this.groupById(envelope.groupId);
+    // A message for a queue this node does not know yet (its declare is not applied here
+    // yet) is dropped: Raft sends again.
+    group?.receive(envelope.message);
+  }
+
+  groupById(groupId: string): RaftGroup<unknown> | null {
+    if (groupId === META_GROUP) return this.metaGroup as RaftGroup<unknown>;
+    const name = groupId.slice(groupId.indexOf('/', 2) + 1);
+    const queue = this.queues.get(name);
+    if (queue === undefined || queueGroupId(queue.definition) !== groupId) return null;
+    return queue.group as RaftGroup<unknown>;
+  }
+
+  fatal(error: unknown): void {
+    if (this.stopping) return;
+    this.logger.fatal({ err: error }, 'unrecoverable error; stopping the node (restart recovers from the WAL)');
+    this.onFatal(error);
+  }
+
+  private async checkDisk(): Promise<void> {
+    try {
+      const stats = await statfs(this.config.dataDir);
+      const free = Number(stats.bavail) * Number(stats.bsize);
+      const alarm = free < this.config.diskFreeLimitBytes;
+      if (alarm !== this.diskAlarm) {
+        this.diskAlarm = alarm;
+        this.metrics.diskAlarm.set(alarm ? 1 : 0);
+        if (alarm) this.logger.warn({ free, limit: this.config.diskFreeLimitBytes }, 'disk alarm: publishes are refused until space is freed');
+        else this.logger.info({ free }, 'disk alarm cleared');
+      }
+    } catch (error) {
+      this.logger.warn({ err: error }, 'cannot read free disk space');
+    }
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Queue replicas follow the metadata
+
+  private reconcileScheduled = false;
+
+  private reconcileSoon(): void {
+    if (this.reconcileScheduled) return;
+    this.reconcileScheduled = true;
+    queueMicrotask(() => {
+      this.reconcileScheduled = false;
+      this.reconcile();
+    });
+  }
+
+  private reconcile(): void {
+    if (this.stopping) return;
+    for (const definition of this.meta.queues.values()) {
+      if (!definition.members.includes(this.nodeId)) continue;
+      const existing = this.queues.get(definition.name);
+      if (existing !== undefined && existing.definition.createdIndex === definition.createdIndex) continue;
+      if (existing !== undefined) this.dropQueue(existing, 'the queue was re-created');
+      this.createQueue(definition);
+    }
+    for (const queue of [...this.queues.values()]) {
+      const current = this.meta.queues.get(queue.definition.name);
+      if (current === undefined || current.createdIndex !== queue.definition.createdIndex) this.dropQueue(queue, 'the queue was deleted');
+    }
+  }
+
+  private createQueue(definition: QueueDefinition): void {
+    const groupId = queueGroupId(definition);
+    const replica = new QueueReplica(definition.name, groupId, definition.args, { onEffects: (r, effects) => this.onEffects(r, effects) });
+    let local: LocalQueue | null = null;
+    const group = new RaftGroup<QueueApplyResult>({
+      groupId,
+      nodeId: this.nodeId,
+      storage: this.storage,
+      machine: replica,
+      initialVoters: [...definition.members],
+      send: (id, messages) => this.transport.send(id, messages),
+      onSoftState: (state) => {
+        if (local !== null) this.onQueueSoftState(local, state);
+      },
+      onApplied: () => {
+        replica.sweep();
+        if (local !== null) this.afterQueueApplied(local);
+      },
+      onFatal: (error) => this.fatal(error),
+      electionTicks: this.config.electionTicks,
+      heartbeatTicks: this.config.heartbeatTicks,
+    });
+    local = { definition, replica, group, tickTimer: null, tickAt: 0, leaderReadyTerm: 0, deadLettersInFlight: new Set() };
+    this.queues.set(definition.name, local);
+    this.logger.info({ queue: definition.name, members: definition.members }, 'queue replica started');
+  }
+
+  private dropQueue(queue: LocalQueue, why: string): void {
+    this.queues.delete(queue.definition.name);
+    queue.group.stop(why);
+    if (queue.tickTimer !== null) clearTimeout(queue.tickTimer);
+    this.endConsumers(queue.definition.name, new BrokerError(Status.NOT_FOUND, 'QUEUE_DELETED', `queue ${JSON.stringify(queue.definition.name)}: ${why}`));
+    const dropped = queue.replica.state.messages.size;
+    this.logger.info({ queue: queue.definition.name, messagesDropped: dropped, why }, 'queue replica removed');
+    this.storage.deleteGroup(queueGroupId(queue.definition)).catch((error: unknown) => this.logger.warn({ err: error }, 'deleting a group failed'));
+  }
+
+  private onMetaSoftState(state: SoftState): void {
+    if (state.role === 'leader') this.metrics.leaderChanges.inc();
+    if (state.leaderId !== null && this.metaLeaderHandlers.length > 0) {
+      const handlers = this.metaLeaderHandlers;
+      this.metaLeaderHandlers = [];
+      for (const h of handlers) h();
+    }
+  }
+
+  private onQueueSoftState(queue: LocalQueue, state: SoftState): void {
+    if (state.role === 'leader') {
+      this.metrics.leaderChanges.inc();
+      this.logger.info({ queue: queue.definition.name, term: queue.group.raft.currentTerm }, 'became queue leader');
+      return;
+    }
+    // No longer the leader: consumers attached here must move to the new leader.
+    if (queue.tickTimer !== null) clearTimeout(queue.tickTimer);
+    queue.tickTimer = null;
+    queue.leaderReadyTerm = 0;
+    queue.deadLettersInFlight.clear();
+    const leader = this.addressOf(state.leaderId);
+    this.endConsumers(
+      queue.definition.name,
+      unavailable('LEADER_MOVED', `this node no longer leads queue ${JSON.stringify(queue.definition.name)}; resubscribe`, leader),
+    );
+  }
+
+  private afterQueueApplied(queue: LocalQueue): void {
+    const group = queue.group;
+    if (!group.isLeader) return;
+    const term = group.raft.currentTerm;
+    if (queue.leaderReadyTerm === term) return;
+    // The leader's no-op of this term is applied: the state is complete. Redo what the
+    // previous leader may not have finished, and release consumers attached elsewhere.
+    if (group.raft.termAt(group.appliedIndex) !== term) return;
+    queue.leaderReadyTerm = term;
+    const state = queue.replica.state;
+    for (const consumerId of state.consumers.keys()) {
+      if (!this.consumers.has(consumerId)) {
+        this.proposeLocal(queue, { type: 'consumerDown', consumerId }).catch(() => {});
+      }
+    }
+    this.onEffects(queue.replica, leaderEffectsOf(queue));
+    this.maybeRebalance(queue);
+  }
+
+  /** Spread leaders: the first member of a queue is its preferred leader. */
+  private maybeRebalance(queue: LocalQueue): void {
+    const preferred = queue.definition.members[0];
+    if (preferred === undefined || preferred === this.nodeId) return;
+    setTimeout(() => {
+      if (!queue.group.isLeader || this.stopping) return;
+      const progress = queue.group.status().progress.get(preferred);
+      if (progress !== undefined && progress.match >= queue.group.raft.lastIndex && this.transport.isConnected(preferred)) {
+        this.logger.info({ queue: queue.definition.name, to: preferred }, 'handing leadership to the preferred leader');
+        queue.group.transferLeadership(preferred);
+      }
+    }, 1000).unref();
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Effects (leader only)
+
+  private onEffects(replica: QueueReplica, effects: readonly Effect[]): void {
+    const queue = this.queues.get(replica.name);
+    if (queue === undefined || queue.replica !== replica) return;
+    for (const effect of effects) {
+      switch (effect.type) {
+        case 'deliver': {
+          const consumer = this.consumers.get(effect.consumerId);
+          if (consumer === undefined) break; // get, or a consumer attached elsewhere
+          const delivery = deliveryOf(replica.name, consumer.tag, effect, replica.bodies.get(effect.messageId));
+          consumer.stream.write({ delivery });
+          this.metrics.deliveries.inc();
+          break;
+        }
+        case 'deadLetter':
+          this.deadLetter(queue, effect);
+          break;
+        case 'drop':
+          this.metrics.dropped.inc({ reason: effect.reason });
+          break;
+        case 'consumerTimedOut': {
+          const consumer = this.consumers.get(effect.consumerId);
+          consumer?.stream.write({
+            event: {
+              kind: 'consumer_timeout',
+              message: `delivery ${effect.deliveryTag} was not acknowledged within consumer_timeout and was returned to the queue`,
+              deliveryTag: effect.deliveryTag,
+            },
+          });
+          break;
+        }
+        case 'scheduleTick':
+          this.scheduleTick(queue, effect.at);
+          break;
+        case 'deleteQueue':
+          this.logger.info({ queue: replica.name, reason: effect.reason }, 'queue deletes itself');
+          this.proposeMeta({ type: 'deleteQueue', name: replica.name, reason: effect.reason, createdIndex: queue.definition.createdIndex }).catch(
+            (error: unknown) => this.logger.warn({ err: error, queue: replica.name }, 'could not delete queue from metadata; will retry on next tick'),
+          );
+          break;
+        default:
+          this.onOtherEffect(queue, effect);
+      }
+    }
+  }
+
+  /** Effects added by later machine versions (moves) are handled by their feature. */
+  protected onOtherEffect(queue: LocalQueue, effect: Effect): void {
+    this.logger.debug({ queue: queue.definition.name, effect: effect.type }, 'effect not handled by this node');
+  }
+
+  private scheduleTick(queue: LocalQueue, at: number): void {
+    if (queue.tickTimer !== null && queue.tickAt <= at) return;
+    if (queue.tickTimer !== null) clearTimeout(queue.tickTimer);
+    queue.tickAt = at;
+    const delay = Math.max(0, Math.min(at - Date.now(), 2 ** 31 - 1));
+    queue.tickTimer = setTimeout(() => {
+      queue.tickTimer = null;
+      if (!queue.group.isLeader || this.stopping) return;
+      this.proposeLocal(queue, { type: 'tick' }).catch(() => {
+        // Not leader any more, or the group stopped: the next leader schedules its own.
+      });
+    }, delay);
+  }
+
+  private deadLetter(queue: LocalQueue, effect: Extract<Effect, { type: 'deadLetter' }>): void {
+    if (queue.deadLettersInFlight.has(effect.messageId)) return;
+    const stored = queue.replica.bodies.get(effect.messageId);
+    const source = queue.definition.name;
+    this.metrics.deadLettered.inc({ reason: effect.reason });
+    queue.deadLettersInFlight.add(effect.messageId);
+    const attempt = async (): Promise<void> => {
+      const message: pb.Message.$Properties = { ...(stored ?? { body: new Uint8Array(0) }) };
+      message.routingKey = effect.routingKeys[0] ?? '';
+      if (effect.reason === 'expired' && message.properties != null) {
+        message.properties = { ...message.properties, expirationMs: null };
+      }
+      // The deaths are carried by the machine command, not the stored message.
+      message.deaths = [];
+      message.firstDeath = null;
+      message.lastDeath = null;
+      let kept: readonly string[] = [];
+      try {
+        const routed = routeDeadLetter(this.meta.topology, effect.exchange, effect.routingKeys, headersFromWire(stored?.headers), effect.deaths);
+        kept = routed.queues;
+        if (routed.droppedAsCycle.length > 0) this.metrics.dropped.inc({ reason: 'dead_letter_cycle' }, routed.droppedAsCycle.length);
+        if (routed.unroutable) this.metrics.dropped.inc({ reason: 'dead_letter_unroutable' });
+      } catch (error) {
+        if (!(error instanceof TopologyError)) throw error;
+        this.metrics.dropped.inc({ reason: 'dead_letter_exchange_missing' });
+        this.logger.warn({ queue: source, exchange: effect.exchange, error: error.message }, 'dead-letter exchange missing: message dropped');
+      }
+      const command: Command = {
+        type: 'enqueue',
+        sizeBytes: message.body?.length ?? 0,
+        exchange: effect.exchange,
+        routingKeys: [...effect.routingKeys],
+        ...(message.properties?.priority != null ? { priority: message.properties.priority } : {}),
+        ...(effect.reason !== 'expired' && message.properties?.expirationMs != null ? { expirationMs: message.properties.expirationMs } : {}),
+        deaths: effect.deaths,
+      };
+      await Promise.all(kept.map((target) => this.proposeQueue(target, command, message)));
+      if (effect.confirmRequired) await this.proposeLocal(queue, { type: 'deadLetterConfirmed', messageIds: [effect.messageId] });
+    };
+    const run = (tries: number): void => {
+      attempt().then(
+        () => queue.deadLettersInFlight.delete(effect.messageId),
+        (error: unknown) => {
+          if (!queue.group.isLeader || this.stopping || this.queues.get(source) !== queue) {
+            queue.deadLettersInFlight.delete(effect.messageId);
+            return;
+          }
+          this.logger.warn({ queue: source, err: error, tries }, 'dead-lettering failed; retrying');
+          setTimeout(() => run(tries + 1), Math.min(2000, 100 * 2 ** Math.min(tries, 5))).unref();
+        },
+      );
+    };
+    run(0);
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Consumers attached here
+
+  attachConsumer(consumer: LocalConsumer): void {
+    this.consumers.set(consumer.id, consumer);
+  }
+
+  detachConsumer(id: string): void {
+    this.consumers.delete(id);
+  }
+
+  private endConsumers(queue: string, error: BrokerError): void {
+    for (const consumer of [...this.consumers.values()]) {
+      if (consumer.queue !== queue) continue;
+      this.consumers.delete(consumer.id);
+      consumer.end(error);
+    }
+  }
+
+  newConsumerId(): string {
+    return `${this.nodeId}/${randomUUID()}`;
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Proposals
+
+  /** Proposes to a queue group this node leads. */
+  proposeLocal(queue: LocalQueue, command: Command, message: pb.Message.$Properties | null = null): Promise<QueueApplyResult> {
+    return queue.group.propose(encodeQueueEntry(command, message, Date.now()));
+  }
+
+  /**
+   * Proposes a command to a queue's group wherever its leader is, and waits until it is
+   * applied there (committed on a majority). Retries while the leader is unknown or moves,
+   * until the request timeout.
+   */
+  async proposeQueue(name: string, command: Command, message: pb.Message.$Properties | null = null): Promise<Reply> {
+    const result = await this.proposeQueueFull(name, command, message);
+    return result.reply;
+  }
+
+  async proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | null = null): Promise<QueueApplyResult> {
+    const data = encodeQueueEntry(command, message);
+    return this.withLeader(
+      () => {
+        const definition = this.meta.queues.get(name);
+        if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+        const local = this.queues.get(name);
+        return {
+          groupId: queueGroupId(definition),
+          local: local?.group ?? null,
+          members: definition.members,
+        };
+      },
+      async (group) => {
+        stampEntry(data, Date.now());
+        return group.propose(data);
+      },
+      data,
+      `queue ${JSON.stringify(name)}`,
+    );
+  }
+
+  async proposeMeta(command: MetaCommand): Promise<MetaReply> {
+    const data = encodeJson(command);
+    return this.withLeader(
+      () => ({ groupId: META_GROUP, local: this.metaGroup, members: [...this.config.peers.keys()] }),
+      async (group) => group.propose(data),
+      data,
+      'the metadata group',
+    );
+  }
+
+  /** The shared retry loop of proposals: local when this node leads, else forwarded. */
+  private async withLeader<R, G extends { readonly isLeader: boolean; readonly leaderId: NodeId | null }>(
+    locate: () => { groupId: string; local: G | null; members: readonly NodeId[] },
+    proposeHere: (group: G) => Promise<R>,
+    forwardData: Uint8Array,
+    what: string,
+  ): Promise<R> {
+    const deadline = Date.now() + this.config.requestTimeoutMs;
+    let hint: NodeId | null = null;
+    let attempt = 0;
+    let lastError: unknown = null;
+    while (Date.now() < deadline && !this.stopping) {
+      const { groupId, local, members } = locate();
+      try {
+        if (local?.isLeader) return await proposeHere(local);
+        const leader = local?.leaderId ?? hint ?? (local === null ? (members[attempt % members.length] ?? null) : null);
+        if (leader !== null && leader !== this.nodeId) {
+          const remaining = Math.max(100, deadline - Date.now());
+          const reply = await this.transport.propose(leader, groupId, forwardData, remaining);
+          return decodeJson<R>(reply);
+        }
+      } catch (error) {
+        lastError = error;
+        if (!retriable(error)) throw error;
+        hint = leaderHint(error);
+        if (hint === this.nodeId) hint = null;
+      }
+      attempt += 1;
+      await sleep(Math.min(200, 20 * attempt));
+    }
+    const known = locate().local?.leaderId ?? null;
+    const detail = lastError instanceof Error ? `: ${lastError.message}` : isServiceError(lastError) ? `: ${lastError.details}` : '';
+    throw unavailable('NO_QUORUM', `no leader of ${what} answered within ${this.config.requestTimeoutMs} ms${detail}`, this.addressOf(known));
+  }
+
+  /** Peer.Propose: a forwarded command for a group this node should lead. */
+  async handleForwarded(groupId: string, command: Uint8Array): Promise<Uint8Array> {
+    const group = this.groupById(groupId);
+    if (group === null) throw new BrokerError(Status.UNAVAILABLE, 'UNKNOWN_GROUP', `this node has no replica of ${groupId}`);
+    if (!group.isLeader) {
+      const error = new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${groupId}`);
+      throw Object.assign(error, { leaderId: group.leaderId });
+    }
+    if (groupId !== META_GROUP) stampEntry(command, Date.now());
+    const reply = await group.propose(command);
+    return encodeJson(reply);
+  }
+
+  /** Waits until the metadata group has a leader (startup), bounded. */
+  waitForMetaLeader(timeoutMs: number): Promise<boolean> {
+    if (this.metaGroup.leaderId !== null) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(this.metaGroup.leaderId !== null), timeoutMs);
+      this.metaLeaderHandlers.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Shutdown
+
+  /** Hands off leadership, then stops. */
+  async shutdown(): Promise<void> {
+    if (this.stopping) return;
+    const led = [this.metaGroup as RaftGroup<unknown>, ...[...this.queues.values()].map((q) => q.group as RaftGroup<unknown>)].filter((g) => g.isLeader);
+    for (const group of led) {
+      const target = [...this.config.peers.keys()].find((id) => id !== this.nodeId && this.transport.isConnected(id) && group.status().progress.has(id));
+      if (target !== undefined) group.transferLeadership(target);
+    }
+    if (led.length > 0) {
+      const until = Date.now() + 2000;
+      while (Date.now() < until && led.some((g) => g.isLeader)) await sleep(20);
+    }
+    await this.stop();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.ticker !== null) clearInterval(this.ticker);
+    if (this.diskTimer !== null) clearInterval(this.diskTimer);
+    for (const queue of this.queues.values()) {
+      if (queue.tickTimer !== null) clearTimeout(queue.tickTimer);
+      queue.group.stop('the node is shutting down');
+    }
+    this.metaGroup.stop('the node is shutting down');
+    for (const consumer of [...this.consumers.values()]) consumer.end(unavailable('SHUTTING_DOWN', 'the node is shutting down'));
+    this.consumers.clear();
+    this.transport.close();
+    if (this.metricsServer !== null) this.metricsServer.close();
+    await this.storage.close();
+  }
+}
+
+function leaderEffectsOf(queue: LocalQueue): Effect[] {
+  return leaderEffects(queue.replica.state, Date.now());
+}
+
+function retriable(error: unknown): boolean {
+  if (error instanceof BrokerError) return error.code === Status.UNAVAILABLE && error.reason !== 'OUTCOME_UNKNOWN';
+  if (isServiceError(error)) {
+    if (error.code === Status.UNAVAILABLE) {
+      const reason = error.metadata.get('quorumq-reason')[0];
+      return reason !== 'OUTCOME_UNKNOWN';
+    }
+    return false;
+  }
+  if (error instanceof Error && /unknown peer/.test(error.message)) return false;
+  return false;
+}
+
+function leaderHint(error: unknown): NodeId | null {
+  if (isServiceError(error)) {
+    const id = error.metadata.get('quorumq-leader-id')[0];
+    return typeof id === 'string' && id !== '' ? id : null;
+  }
+  return null;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

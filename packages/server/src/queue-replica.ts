@@ -1,0 +1,205 @@
+/**
+ * One replica of a queue: the pure queue machine's state plus the message store (bodies,
+ * properties and headers by message id, which is the enqueue's log index). Every replica
+ * applies every committed entry; only the leader's replica hands effects to the node.
+ */
+import { quorumq } from '@quorumq/proto';
+import {
+  apply,
+  createQueueState,
+  decodeSnapshot,
+  encodeSnapshot,
+  type Command,
+  type DeliveredMessage,
+  type Effect,
+  type QueueArguments,
+  type QueueState,
+  type Reply,
+} from '@quorumq/queue';
+import type { Entry } from '@quorumq/raft';
+
+import { parseJson, stringifyJson } from './json-codec.js';
+import type { GroupMachine } from './raft-group.js';
+
+import pb = quorumq.v1;
+
+/** The leader clock prefix of every queue entry. */
+export const ENTRY_CLOCK_BYTES = 8;
+
+export interface QueueApplyResult {
+  readonly reply: Reply;
+  /** For `get`: the message handed out (read at apply time, before it may leave). */
+  readonly stored?: pb.Message.$Properties;
+}
+
+/** What the leader's replica asks of its node. Called synchronously inside apply. */
+export interface QueueEffectSink {
+  onEffects(replica: QueueReplica, effects: readonly Effect[]): void;
+}
+
+export function encodeQueueEntry(command: Command, message: pb.Message.$Properties | null, now = 0): Uint8Array {
+  const body = pb.QueueEntry.encode({ command: stringifyJson(command), message }).finish();
+  const data = new Uint8Array(ENTRY_CLOCK_BYTES + body.length);
+  new DataView(data.buffer).setFloat64(0, now, true);
+  data.set(body, ENTRY_CLOCK_BYTES);
+  return data;
+}
+
+/** Stamps the leader's clock into an encoded entry, in place. */
+export function stampEntry(data: Uint8Array, now: number): void {
+  new DataView(data.buffer, data.byteOffset, data.byteLength).setFloat64(0, now, true);
+}
+
+export function decodeQueueEntry(data: Uint8Array): { now: number; command: Command; message: pb.Message.$Properties | null } {
+  if (data.length < ENTRY_CLOCK_BYTES) throw new Error('queue entry too short');
+  const now = new DataView(data.buffer, data.byteOffset, data.byteLength).getFloat64(0, true);
+  const entry = pb.QueueEntry.decode(data.subarray(ENTRY_CLOCK_BYTES));
+  return { now, command: parseJson<Command>(entry.command), message: entry.message ?? null };
+}
+
+export class QueueReplica implements GroupMachine<QueueApplyResult> {
+  state: QueueState;
+  /** Message id -> message, in id (= insertion) order. */
+  readonly bodies = new Map<number, pb.Message.$Properties>();
+  bodyBytes = 0;
+
+  constructor(
+    readonly name: string,
+    readonly groupId: string,
+    args: QueueArguments,
+    private readonly sink: QueueEffectSink,
+  ) {
+    this.state = createQueueState(name, args);
+  }
+
+  apply(entry: Entry, leader: boolean): QueueApplyResult {
+    let decoded: ReturnType<typeof decodeQueueEntry>;
+    try {
+      decoded = decodeQueueEntry(entry.data);
+    } catch (error) {
+      return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: ${String(error)}` } };
+    }
+    const result = apply({ index: entry.index, term: entry.term, now: decoded.now }, decoded.command, this.state);
+    this.state = result.state;
+    const reply = result.reply;
+    if (reply.type === 'enqueued' && decoded.message !== null) {
+      this.bodies.set(reply.messageId, decoded.message);
+      this.bodyBytes += decoded.message.body?.length ?? 0;
+    }
+    let stored: pb.Message.$Properties | undefined;
+    if (reply.type === 'message') stored = this.bodies.get(reply.message.messageId);
+    if (leader && result.effects.length > 0) this.sink.onEffects(this, result.effects);
+    return stored === undefined ? { reply } : { reply, stored };
+  }
+
+  /** Drops bodies of messages that left the queue. Cheap when the queue is consumed in order. */
+  sweep(): void {
+    const messages = this.state.messages;
+    if (this.bodies.size <= messages.size) return;
+    for (const id of this.bodies.keys()) {
+      if (messages.has(id)) break;
+      this.deleteBody(id);
+    }
+    if (this.bodies.size > 2 * messages.size + 1024) {
+      for (const id of [...this.bodies.keys()]) if (!messages.has(id)) this.deleteBody(id);
+    }
+  }
+
+  private deleteBody(id: number): void {
+    const message = this.bodies.get(id);
+    if (message === undefined) return;
+    this.bodies.delete(id);
+    this.bodyBytes -= message.body?.length ?? 0;
+  }
+
+  snapshotGap(): number {
+    return this.bodies.size;
+  }
+
+  snapshot(): Uint8Array {
+    this.sweep();
+    const messages: pb.StoredMessage.$Properties[] = [];
+    for (const [id, message] of this.bodies) if (this.state.messages.has(id)) messages.push({ id, message });
+    return pb.QueueSnapshot.encode({ machine: encodeSnapshot(this.state), messages }).finish();
+  }
+
+  restore(data: Uint8Array): void {
+    const snapshot = pb.QueueSnapshot.decode(data);
+    this.state = decodeSnapshot(snapshot.machine);
+    this.bodies.clear();
+    this.bodyBytes = 0;
+    for (const stored of snapshot.messages) {
+      if (stored.message == null) continue;
+      this.bodies.set(stored.id ?? 0, stored.message);
+      this.bodyBytes += stored.message.body?.length ?? 0;
+    }
+  }
+}
+
+/** The delivery a consumer receives: the stored message with the broker-set fields. */
+export function deliveryOf(
+  queue: string,
+  consumerTag: string,
+  delivered: DeliveredMessage,
+  stored: pb.Message.$Properties | undefined,
+): pb.Delivery.$Properties {
+  const message: pb.Message.$Properties = stored === undefined ? { body: new Uint8Array(0) } : { ...stored };
+  message.deaths = [];
+  message.firstDeath = null;
+  message.lastDeath = null;
+  const deaths = delivered.deaths;
+  if (deaths !== null) {
+    message.deaths = deaths.records.map((r) => ({
+      queue: r.queue,
+      reason: r.reason,
+      count: r.count,
+      exchange: r.exchange,
+      routingKeys: [...r.routingKeys],
+      firstTimeMs: r.firstTime,
+      lastTimeMs: r.lastTime,
+      originalExpirationMs: r.originalExpirationMs,
+    }));
+    message.firstDeath = { ...deaths.first };
+    message.lastDeath = { ...deaths.last };
+    message.headers = { ...(stored?.headers ?? {}), ...xDeathHeaders(deaths) };
+  }
+  return {
+    queue,
+    consumerTag,
+    deliveryTag: delivered.deliveryTag,
+    deliveryCount: delivered.deliveryCount,
+    redelivered: delivered.redelivered,
+    exchange: delivered.exchange,
+    routingKeys: [...delivered.routingKeys],
+    message,
+  };
+}
+
+type Deaths = NonNullable<DeliveredMessage['deaths']>;
+
+const str = (value: string): pb.HeaderValue.$Properties => ({ stringValue: value });
+
+/** Spec 5: the RabbitMQ header form of the death records, for code that reads headers. */
+export function xDeathHeaders(deaths: Deaths): Record<string, pb.HeaderValue.$Properties> {
+  const xDeath: pb.HeaderValue.$Properties[] = deaths.records.map((r) => {
+    const entries: Record<string, pb.HeaderValue.$Properties> = {
+      count: { intValue: r.count },
+      reason: str(r.reason),
+      queue: str(r.queue),
+      time: { timestampMs: r.firstTime },
+      exchange: str(r.exchange),
+      'routing-keys': { listValue: { values: r.routingKeys.map(str) } },
+    };
+    if (r.originalExpirationMs !== null) entries['original-expiration'] = str(String(r.originalExpirationMs));
+    return { mapValue: { entries } };
+  });
+  return {
+    'x-death': { listValue: { values: xDeath } },
+    'x-first-death-reason': str(deaths.first.reason),
+    'x-first-death-queue': str(deaths.first.queue),
+    'x-first-death-exchange': str(deaths.first.exchange),
+    'x-last-death-reason': str(deaths.last.reason),
+    'x-last-death-queue': str(deaths.last.queue),
+    'x-last-death-exchange': str(deaths.last.exchange),
+  };
+}

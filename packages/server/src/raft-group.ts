@@ -1,0 +1,291 @@
+/**
+ * The driver of one Raft group on this node: it feeds the pure core with ticks and peer
+ * messages, runs its Ready loop (send appends, persist to the node's shared WAL, send the
+ * rest, apply, advance), snapshots every `snapshotInterval` applied entries, and resolves
+ * local proposals once their entry is applied.
+ */
+import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
+import type { ConfChange, Entry, Message, NodeId, RaftStatus, Ready, SoftState } from '@quorumq/raft';
+import type { NodeStorage } from '@quorumq/storage';
+import { randomInt } from 'node:crypto';
+
+import { BrokerError, Status } from './errors.js';
+
+/** The replicated state machine a group drives. */
+export interface GroupMachine<R> {
+  /** Applies one committed entry. `leader` is true when this replica leads the group now. */
+  apply(entry: Entry, leader: boolean): R;
+  snapshot(): Uint8Array;
+  restore(data: Uint8Array): void;
+  /**
+   * At least this many entries between snapshots. A queue's snapshot holds its live
+   * messages, so a queue of N messages snapshots every max(snapshotInterval, N) entries:
+   * each entry then pays O(1) snapshot work, and the log stays within about twice the
+   * live data.
+   */
+  snapshotGap?(): number;
+}
+
+export interface RaftGroupOptions<R> {
+  readonly groupId: string;
+  readonly nodeId: NodeId;
+  readonly storage: NodeStorage;
+  readonly machine: GroupMachine<R>;
+  /** The voters the group starts with when it has no state yet. */
+  readonly initialVoters: readonly NodeId[];
+  readonly send: (groupId: string, messages: readonly Message[]) => void;
+  readonly onSoftState?: (state: SoftState) => void;
+  /** Called after each batch of committed entries was applied. */
+  readonly onApplied?: () => void;
+  /** The Ready loop failed (storage error, invariant): the node must stop. */
+  readonly onFatal: (error: unknown) => void;
+  readonly electionTicks: number;
+  readonly heartbeatTicks: number;
+}
+
+interface Pending<R> {
+  readonly term: number;
+  readonly resolve: (reply: R) => void;
+  readonly reject: (error: Error) => void;
+}
+
+export class RaftGroup<R> {
+  readonly raft: RaftNode;
+  private readonly pending = new Map<number, Pending<R>>();
+  private loopRunning = false;
+  private stopped = false;
+  private softState: SoftState = { leaderId: null, role: 'follower' };
+  /** The index the machine has applied. */
+  private machineIndex = 0;
+  private lastSnapshotIndex = 0;
+  private waitersForLeader: Array<() => void> = [];
+
+  constructor(private readonly options: RaftGroupOptions<R>) {
+    const restored = options.storage.restoreGroup(options.groupId);
+    const fresh = restored.snapshot === null && restored.entries.length === 0 && restored.hardState.term === 0;
+    this.raft = new RaftNode(
+      {
+        id: options.nodeId,
+        random: createRandom(randomInt(0x7fffffff)),
+        initialConfig: fresh ? { voters: [...options.initialVoters], learners: [] } : undefined,
+        electionTicks: options.electionTicks,
+        heartbeatTicks: options.heartbeatTicks,
+        appendEntriesMax: 4096,
+        appendBytesMax: 4 * 1024 * 1024,
+        inflightAppendsMax: 64,
+        snapshotChunkBytes: 1024 * 1024,
+        retainedEntriesAfterSnapshot: 256,
+      },
+      restored,
+    );
+    if (restored.snapshot !== null) {
+      options.machine.restore(restored.snapshot.data);
+      this.machineIndex = restored.snapshot.meta.index;
+      this.lastSnapshotIndex = this.machineIndex;
+    }
+  }
+
+  get groupId(): string {
+    return this.options.groupId;
+  }
+
+  get isLeader(): boolean {
+    return this.softState.role === 'leader';
+  }
+
+  get leaderId(): NodeId | null {
+    return this.softState.leaderId;
+  }
+
+  get appliedIndex(): number {
+    return this.machineIndex;
+  }
+
+  status(): RaftStatus {
+    return this.raft.status();
+  }
+
+  tick(): void {
+    this.guard(() => this.raft.tick());
+  }
+
+  receive(message: Message): void {
+    this.guard(() => this.raft.step(message));
+  }
+
+  /**
+   * Proposes `data`; resolves with the machine's reply once the entry is applied here.
+   * Rejects with UNAVAILABLE when this replica does not lead the group (nothing was
+   * proposed: safe to retry elsewhere) or when the entry was overwritten by a new leader.
+   */
+  propose(data: Uint8Array): Promise<R> {
+    if (this.stopped) return Promise.reject(new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', `group ${this.groupId} is stopping`));
+    const result = this.raft.propose(data);
+    if (!result.ok) {
+      return Promise.reject(
+        new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${this.groupId} (${result.reason})`),
+      );
+    }
+    this.kick();
+    return new Promise<R>((resolve, reject) => {
+      this.pending.set(result.index, { term: result.term, resolve, reject });
+    });
+  }
+
+  proposeConfChange(change: ConfChange): boolean {
+    const result = this.raft.proposeConfChange(change);
+    this.kick();
+    return result.ok;
+  }
+
+  transferLeadership(to: NodeId): boolean {
+    const result = this.raft.transferLeadership(to);
+    this.kick();
+    return result.ok;
+  }
+
+  /** Resolves when some node is known to lead the group, or after `timeoutMs`. */
+  waitForLeader(timeoutMs: number): Promise<NodeId | null> {
+    if (this.softState.leaderId !== null) return Promise.resolve(this.softState.leaderId);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waitersForLeader = this.waitersForLeader.filter((w) => w !== done);
+        resolve(this.softState.leaderId);
+      }, timeoutMs);
+      const done = (): void => {
+        clearTimeout(timer);
+        resolve(this.softState.leaderId);
+      };
+      this.waitersForLeader.push(done);
+    });
+  }
+
+  /** Stops driving the group: pending proposals fail, nothing more is persisted. */
+  stop(reason: string): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.failPending(new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', reason));
+  }
+
+  private failPending(error: Error): void {
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of pending) p.reject(error);
+  }
+
+  private guard(action: () => void): void {
+    if (this.stopped) return;
+    try {
+      action();
+    } catch (error) {
+      this.fatal(error);
+      return;
+    }
+    this.kick();
+  }
+
+  private fatal(error: unknown): void {
+    if (this.stopped) return;
+    this.stop(`group ${this.groupId} failed`);
+    this.options.onFatal(error);
+  }
+
+  private kick(): void {
+    if (this.loopRunning || this.stopped) return;
+    if (!this.raft.hasReady()) return;
+    this.loopRunning = true;
+    // Run at the end of this turn, so that everything proposed in it leaves in one Ready.
+    setImmediate(() => {
+      this.readyLoop().then(
+        () => {
+          this.loopRunning = false;
+          if (!this.stopped && this.raft.hasReady()) this.kick();
+        },
+        (error: unknown) => {
+          this.loopRunning = false;
+          this.fatal(error);
+        },
+      );
+    });
+  }
+
+  private async readyLoop(): Promise<void> {
+    while (!this.stopped && this.raft.hasReady()) {
+      const ready = this.raft.ready();
+      if (ready.softState !== null) this.onSoftState(ready.softState);
+      const early = ready.messages.filter(sendableBeforePersist);
+      if (early.length > 0) this.options.send(this.groupId, early);
+      if (ready.mustSync) {
+        await this.options.storage.persist(this.groupId, {
+          hardState: ready.hardState,
+          entries: ready.entries,
+          snapshot: ready.snapshot,
+        });
+      } else if (ready.hardState !== null) {
+        // Only the commit index moved: it is recomputed after a crash, so nothing waits
+        // for this write (the storage keeps the group's writes in order).
+        this.options.storage
+          .persist(this.groupId, { hardState: ready.hardState, entries: [], snapshot: null })
+          .catch((error: unknown) => this.fatal(error));
+      }
+      if (this.stopped) return;
+      const late = ready.messages.filter((message) => !sendableBeforePersist(message));
+      if (late.length > 0) this.options.send(this.groupId, late);
+      this.apply(ready);
+      this.raft.advance();
+      await this.maybeSnapshot();
+    }
+  }
+
+  private onSoftState(state: SoftState): void {
+    const wasLeader = this.softState.role === 'leader';
+    this.softState = state;
+    if (wasLeader && state.role !== 'leader') {
+      // Entries this leader proposed may still commit under the next leader; they are
+      // resolved (or failed as overwritten) when applied. Nothing to do here.
+    }
+    if (state.leaderId !== null && this.waitersForLeader.length > 0) {
+      const waiters = this.waitersForLeader;
+      this.waitersForLeader = [];
+      for (const w of waiters) w();
+    }
+    this.options.onSoftState?.(state);
+  }
+
+  private apply(ready: Ready): void {
+    if (ready.snapshot !== null) {
+      this.options.machine.restore(ready.snapshot.data);
+      this.machineIndex = ready.snapshot.meta.index;
+      this.lastSnapshotIndex = this.machineIndex;
+      // Proposals at or below the snapshot cannot be matched to a reply any more.
+      for (const [index, p] of this.pending) {
+        if (index <= this.machineIndex) {
+          this.pending.delete(index);
+          p.reject(new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `replica of ${this.groupId} was replaced by a snapshot`));
+        }
+      }
+    }
+    if (ready.committedEntries.length === 0) return;
+    const leader = this.softState.role === 'leader';
+    for (const entry of ready.committedEntries) {
+      this.machineIndex = entry.index;
+      const reply = entry.type === 'normal' ? this.options.machine.apply(entry, leader) : undefined;
+      const pending = this.pending.get(entry.index);
+      if (pending === undefined) continue;
+      this.pending.delete(entry.index);
+      if (pending.term === entry.term && reply !== undefined) pending.resolve(reply);
+      else pending.reject(new BrokerError(Status.UNAVAILABLE, 'NOT_COMMITTED', `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
+    }
+    this.options.onApplied?.();
+  }
+
+  private async maybeSnapshot(): Promise<void> {
+    if (!this.options.storage.shouldSnapshot(this.groupId, this.machineIndex)) return;
+    const gap = this.options.machine.snapshotGap?.() ?? 0;
+    if (this.machineIndex - this.lastSnapshotIndex < gap) return;
+    const snapshot = this.raft.compact(this.machineIndex, this.options.machine.snapshot());
+    if (snapshot === null) return;
+    this.lastSnapshotIndex = snapshot.meta.index;
+    await this.options.storage.saveLocalSnapshot(this.groupId, snapshot);
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * Starts a node: storage, Raft groups, and one gRPC server on `listen` that serves the
+ * client API, the peer API, standard health checking and server reflection.
+ */
+import { Metadata, Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
+import { HealthImplementation } from 'grpc-health-check';
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino, type Logger } from 'pino';
+
+import type { NodeConfig } from './config.js';
+import { BrokerError, toServiceError } from './errors.js';
+import { BrokerNode } from './node.js';
+import { BrokerApi } from './service.js';
+import { raftStreamHandler } from './transport.js';
+
+import pb = quorumq.v1;
+
+export interface RunningNode {
+  readonly node: BrokerNode;
+  readonly address: string;
+  readonly logger: Logger;
+  /** Hands off leadership, then stops everything. */
+  shutdown(): Promise<void>;
+  /** Stops at once (no hand-off). */
+  stop(): Promise<void>;
+}
+
+export function createLogger(config: Pick<NodeConfig, 'nodeId' | 'logLevel'>): Logger {
+  return pino({ level: config.logLevel, base: { node: config.nodeId } });
+}
+
+function protoDir(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const candidate of [resolve(here, '../../../proto'), resolve(here, '../../proto'), resolve(process.cwd(), 'proto')]) {
+    if (existsSync(join(candidate, 'quorumq/v1/broker.proto'))) return candidate;
+  }
+  throw new Error('cannot find the proto/ directory (needed for server reflection)');
+}
+
+export async function startNode(
+  config: NodeConfig,
+  options: { logger?: Logger; onFatal?: (error: unknown) => void } = {},
+): Promise<RunningNode> {
+  const logger = options.logger ?? createLogger(config);
+  const onFatal =
+    options.onFatal ??
+    ((error: unknown) => {
+      logger.fatal({ err: error }, 'fatal error, exiting');
+      process.exit(70);
+    });
+  const node = await BrokerNode.start(config, logger, onFatal);
+  const api = new BrokerApi(node);
+  const server = new Server({
+    'grpc.max_receive_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
+    'grpc.max_send_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
+  });
+  server.addService(BrokerService, api.implementation());
+  server.addService(RaftTransportService, { stream: raftStreamHandler((message) => node.receive(message)) });
+  server.addService(PeerService, {
+    propose: (call: ServerUnaryCall<pb.ProposeRequest, pb.ProposeResponse.$Properties>, callback: sendUnaryData<pb.ProposeResponse.$Properties>) => {
+      node.handleForwarded(call.request.groupId, call.request.command).then(
+        (reply) => callback(null, { reply }),
+        (error: unknown) => {
+          const status = toServiceError(error);
+          const leaderId = (error as { leaderId?: unknown }).leaderId;
+          if (error instanceof BrokerError && typeof leaderId === 'string') {
+            (status.metadata ?? new Metadata()).set('quorumq-leader-id', leaderId);
+          }
+          callback(status as ServiceError);
+        },
+      );
+    },
+  });
+  const health = new HealthImplementation({ '': 'NOT_SERVING', 'quorumq.v1.Broker': 'NOT_SERVING' });
+  health.addToServer(server);
+  const dir = protoDir();
+  const files = readdirSync(join(dir, 'quorumq/v1')).filter((f) => f.endsWith('.proto')).map((f) => `quorumq/v1/${f}`);
+  new ReflectionService(loadSync(files, { includeDirs: [dir] })).addToServer(server);
+
+  const port = await new Promise<number>((resolvePort, reject) => {
+    server.bindAsync(config.listen, ServerCredentials.createInsecure(), (error, boundPort) => (error ? reject(error) : resolvePort(boundPort)));
+  });
+  logger.info({ listen: config.listen, port, peers: Object.fromEntries(config.peers), dataDir: config.dataDir }, 'node listening');
+
+  // Serving once the metadata group has a leader (the cluster has a quorum).
+  void node.waitForMetaLeader(60_000).then((ok) => {
+    if (!ok) return;
+    health.setStatus('', 'SERVING');
+    health.setStatus('quorumq.v1.Broker', 'SERVING');
+    logger.info({ metadataLeader: node.metaGroup.leaderId }, 'node serving');
+  });
+
+  let stopped = false;
+  const finish = async (handOff: boolean): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    health.setStatus('', 'NOT_SERVING');
+    health.setStatus('quorumq.v1.Broker', 'NOT_SERVING');
+    if (handOff) await node.shutdown();
+    else await node.stop();
+    api.close();
+    await new Promise<void>((done) => server.tryShutdown(() => done()));
+    server.forceShutdown();
+  };
+  return { node, address: config.advertise, logger, shutdown: () => finish(true), stop: () => finish(false) };
+}

@@ -1,0 +1,713 @@
+/**
+ * The client API (proto/quorumq/v1/broker.proto). Any node serves any call: topology
+ * changes go to the metadata group's leader, publishes are routed here and forwarded to
+ * each target queue's leader, and queue-local calls (consume, get, status) are served by
+ * the queue's leader, proxied through this node when it is not the leader.
+ */
+import {
+  credentials,
+  makeGenericClientConstructor,
+  Metadata,
+  type Client,
+  type ClientDuplexStream,
+  type sendUnaryData,
+  type ServerDuplexStream,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceError,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import { BrokerService, quorumq } from '@quorumq/proto';
+import { route, TopologyError, type Command, type Deaths, type DeadLetterReason, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
+
+import {
+  BrokerError,
+  Status,
+  failedPrecondition,
+  invalidArgument,
+  isServiceError,
+  notFound,
+  resourceExhausted,
+  toServiceError,
+  unavailable,
+} from './errors.js';
+import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
+import type { MetaReply } from './meta-machine.js';
+import { sleep, type BrokerNode } from './node.js';
+import { deliveryOf } from './queue-replica.js';
+
+import pb = quorumq.v1;
+
+const BrokerClient = makeGenericClientConstructor(BrokerService, 'Broker');
+const UNLIMITED_PREFETCH = 0;
+
+type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
+
+function unary<Req, Res>(handler: (request: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>): Unary<Req, Res> {
+  return (call, callback) => {
+    handler(call.request, call).then(
+      (response) => callback(null, response),
+      (error: unknown) => callback(toServiceError(error) as ServiceError),
+    );
+  };
+}
+
+function metaError(reply: Extract<MetaReply, { ok: false }>): BrokerError {
+  const codes: Record<string, Status> = {
+    INVALID_ARGUMENT: Status.INVALID_ARGUMENT,
+    NOT_FOUND: Status.NOT_FOUND,
+    FAILED_PRECONDITION: Status.FAILED_PRECONDITION,
+    PERMISSION_DENIED: Status.PERMISSION_DENIED,
+    RESOURCE_EXHAUSTED: Status.RESOURCE_EXHAUSTED,
+  };
+  return new BrokerError(codes[reply.code] ?? Status.INTERNAL, reply.reason, reply.message);
+}
+
+function queueError(reply: Extract<Reply, { type: 'error' }>, queue: string): BrokerError {
+  switch (reply.code) {
+    case 'INVALID_ARGUMENT':
+      return invalidArgument(`queue ${JSON.stringify(queue)}: ${reply.message}`);
+    case 'UNKNOWN_CONSUMER':
+    case 'UNKNOWN_DELIVERY_TAG':
+    case 'CONSUMER_EXISTS':
+      return failedPrecondition(reply.code, `queue ${JSON.stringify(queue)}: ${reply.message}`);
+    case 'FAILED_PRECONDITION':
+      return failedPrecondition('PRECONDITION_FAILED', `queue ${JSON.stringify(queue)}: ${reply.message}`);
+    case 'QUEUE_DELETED':
+      return notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(queue)} was deleted`);
+    default:
+      return failedPrecondition(String(reply.code), `queue ${JSON.stringify(queue)}: ${reply.message}`);
+  }
+}
+
+function requireName(value: string | null | undefined, what: string): string {
+  if (typeof value !== 'string' || value === '') throw invalidArgument(`${what} is required`);
+  return value;
+}
+
+/** Spec 7 arguments from the wire, without defaults (the machine fills them in). */
+function queueArgumentsFromWire(args: pb.QueueArguments.$Properties | null | undefined): { input: QueueArgumentsInput; replicas: number | null } {
+  const a = args ?? {};
+  if (a.durable != null && !a.durable) {
+    throw invalidArgument(
+      'non-durable queues are not supported: every quorumq queue is replicated by Raft and durable; declare it without durable = false',
+      'DURABLE_REQUIRED',
+    );
+  }
+  const input: Record<string, unknown> = {};
+  const copy = (key: keyof pb.QueueArguments.$Properties, target: string): void => {
+    const value = a[key];
+    if (value !== undefined && value !== null) input[target] = value;
+  };
+  copy('deliveryLimit', 'deliveryLimit');
+  copy('deadLetterExchange', 'deadLetterExchange');
+  copy('deadLetterRoutingKey', 'deadLetterRoutingKey');
+  copy('deadLetterStrategy', 'deadLetterStrategy');
+  copy('messageTtlMs', 'messageTtlMs');
+  copy('maxLength', 'maxLength');
+  copy('maxLengthBytes', 'maxLengthBytes');
+  copy('overflow', 'overflow');
+  copy('maxPriority', 'maxPriority');
+  copy('singleActiveConsumer', 'singleActiveConsumer');
+  copy('dedupWindowMs', 'dedupWindowMs');
+  if (a.consumerTimeoutMs != null) input.consumerTimeoutMs = a.consumerTimeoutMs === 0 ? null : a.consumerTimeoutMs;
+  copy('autoDelete', 'autoDelete');
+  copy('expiresMs', 'expiresMs');
+  copy('exclusive', 'exclusive');
+  return { input: input as QueueArgumentsInput, replicas: a.replicas ?? null };
+}
+
+const DEATH_REASONS: readonly string[] = ['rejected', 'expired', 'maxlen', 'delivery_limit'];
+
+/** Death records a republished message carries (spec 5: they still count). */
+function deathsFromWire(message: pb.Message.$Properties): Deaths | undefined {
+  const records = message.deaths ?? [];
+  if (records.length === 0) return undefined;
+  const reason = (value: string | null | undefined, where: string): DeadLetterReason => {
+    if (typeof value !== 'string' || !DEATH_REASONS.includes(value)) {
+      throw invalidArgument(`${where}: reason must be one of ${DEATH_REASONS.join(', ')}`);
+    }
+    return value as DeadLetterReason;
+  };
+  const converted = records.map((r, i) => ({
+    queue: r.queue ?? '',
+    reason: reason(r.reason, `deaths[${i}]`),
+    count: Math.max(1, r.count ?? 1),
+    exchange: r.exchange ?? '',
+    routingKeys: [...(r.routingKeys ?? [])],
+    firstTime: r.firstTimeMs ?? 0,
+    lastTime: r.lastTimeMs ?? 0,
+    originalExpirationMs: r.originalExpirationMs ?? null,
+  }));
+  const first = converted[converted.length - 1];
+  const last = converted[0];
+  if (first === undefined || last === undefined) return undefined;
+  const summary = (s: pb.DeathSummary.$Properties | null | undefined, fallback: (typeof converted)[number], where: string) => ({
+    reason: reason(s?.reason ?? fallback.reason, where),
+    queue: s?.queue ?? fallback.queue,
+    exchange: s?.exchange ?? fallback.exchange,
+  });
+  return { records: converted, first: summary(message.firstDeath, first, 'first_death'), last: summary(message.lastDeath, last, 'last_death') };
+}
+
+export class BrokerApi {
+  private readonly clients = new Map<string, Client>();
+
+  constructor(private readonly node: BrokerNode) {}
+
+  /** A Broker client to another node, for proxied calls. */
+  private clientFor(address: string): Client {
+    let client = this.clients.get(address);
+    if (client === undefined) {
+      client = new BrokerClient(address, credentials.createInsecure(), {
+        'grpc.max_receive_message_length': 64 * 1024 * 1024,
+        'grpc.max_send_message_length': 64 * 1024 * 1024,
+      });
+      this.clients.set(address, client);
+    }
+    return client;
+  }
+
+  close(): void {
+    for (const client of this.clients.values()) client.close();
+    this.clients.clear();
+  }
+
+  private checkMessageSize(message: pb.Message.$Properties | null | undefined): void {
+    const size = message?.body?.length ?? 0;
+    if (size > this.node.config.maxMessageBytes) {
+      throw resourceExhausted(
+        'MESSAGE_TOO_LARGE',
+        `message body of ${size} bytes exceeds max_message_bytes (${this.node.config.maxMessageBytes})`,
+      );
+    }
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Topology
+
+  async declareQueue(request: pb.DeclareQueueRequest): Promise<pb.DeclareQueueResponse.$Properties> {
+    const name = requireName(request.name, 'name');
+    const { input, replicas } = queueArgumentsFromWire(request.arguments);
+    const clusterSize = this.node.config.peers.size;
+    const size = replicas ?? Math.min(this.node.config.defaultReplicas, clusterSize);
+    if (size < 1 || size > clusterSize) {
+      throw invalidArgument(`replicas must be between 1 and the cluster size (${clusterSize}), got ${size}`);
+    }
+    const reply = await this.node.proposeMeta({
+      type: 'declareQueue',
+      name,
+      args: input,
+      passive: request.passive,
+      members: this.placeMembers(name, size),
+    });
+    if (!reply.ok) throw metaError(reply);
+    const definition = reply.queue;
+    if (definition === undefined) throw new BrokerError(Status.INTERNAL, 'INTERNAL', 'declare returned no queue');
+    if (replicas !== null && replicas !== definition.members.length && !request.passive) {
+      throw failedPrecondition(
+        'ARGUMENT_MISMATCH',
+        `queue ${JSON.stringify(name)} exists with replicas = ${definition.members.length}, the declare asked for ${replicas}`,
+      );
+    }
+    if (!reply.changed) {
+      // A redeclare renews the queue's `expires` lease (spec 7).
+      if (definition.args.expiresMs !== null) await this.node.proposeQueue(name, { type: 'declare' }).catch(() => undefined);
+    } else {
+      // Wait (bounded) until the new queue's group has a leader, so a publish right after
+      // the declare does not have to.
+      await this.waitForQueueLeader(name, this.node.config.requestTimeoutMs);
+    }
+    return { name, created: reply.changed, warnings: [...(reply.warnings ?? [])], members: [...definition.members] };
+  }
+
+  /** Round-robin placement: the first member is the preferred leader, so leaders spread. */
+  private placeMembers(name: string, size: number): string[] {
+    const nodes = [...this.node.config.peers.keys()].sort();
+    let hash = this.node.meta.queues.size;
+    for (let i = 0; i < name.length; i++) hash = (hash * 31 + name.charCodeAt(i)) >>> 0;
+    const start = hash % nodes.length;
+    const members: string[] = [];
+    for (let i = 0; i < size; i++) members.push(nodes[(start + i) % nodes.length] as string);
+    return members;
+  }
+
+  private async waitForQueueLeader(name: string, timeoutMs: number): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (Date.now() < until) {
+      const local = this.node.queues.get(name);
+      if (local !== undefined && local.group.leaderId !== null) return;
+      if (local === undefined && this.node.meta.queues.has(name) && !this.node.meta.queues.get(name)?.members.includes(this.node.nodeId)) return;
+      await sleep(10);
+    }
+  }
+
+  async deleteQueue(request: pb.DeleteQueueRequest): Promise<pb.DeleteQueueResponse.$Properties> {
+    const name = requireName(request.name, 'name');
+    const definition = this.node.meta.queues.get(name);
+    if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+    const reply = await this.node.proposeQueue(name, { type: 'delete', ifUnused: request.ifUnused, ifEmpty: request.ifEmpty });
+    if (reply.type === 'error') throw queueError(reply, name);
+    const dropped = reply.type === 'deleted' ? reply.messagesDropped : 0;
+    const meta = await this.node.proposeMeta({ type: 'deleteQueue', name, reason: 'delete', createdIndex: definition.createdIndex });
+    if (!meta.ok) throw metaError(meta);
+    this.node.logger.info({ queue: name, messagesDropped: dropped }, 'queue deleted');
+    return { messagesDropped: dropped };
+  }
+
+  async purgeQueue(request: pb.PurgeQueueRequest): Promise<pb.PurgeQueueResponse.$Properties> {
+    const name = requireName(request.name, 'name');
+    const reply = await this.node.proposeQueue(name, { type: 'purge' });
+    if (reply.type === 'error') throw queueError(reply, name);
+    const dropped = reply.type === 'purged' ? reply.messagesDropped : 0;
+    this.node.logger.info({ queue: name, messagesDropped: dropped }, 'queue purged');
+    return { messagesDropped: dropped };
+  }
+
+  private async topology(command: TopologyCommand): Promise<Extract<MetaReply, { ok: true }>> {
+    const reply = await this.node.proposeMeta({ type: 'topology', command });
+    if (!reply.ok) throw metaError(reply);
+    return reply;
+  }
+
+  async declareExchange(request: pb.DeclareExchangeRequest): Promise<pb.DeclareExchangeResponse.$Properties> {
+    const type = request.type;
+    if (!request.passive && !['direct', 'fanout', 'topic', 'headers'].includes(type)) {
+      throw invalidArgument(`exchange type must be direct, fanout, topic or headers, got ${JSON.stringify(type)}`);
+    }
+    const reply = await this.topology({
+      type: 'declareExchange',
+      name: request.name,
+      exchangeType: (type || 'direct') as 'direct',
+      autoDelete: request.autoDelete,
+      alternateExchange: request.alternateExchange === '' ? null : request.alternateExchange,
+      passive: request.passive,
+    });
+    return { created: reply.changed };
+  }
+
+  async deleteExchange(request: pb.DeleteExchangeRequest): Promise<pb.DeleteExchangeResponse.$Properties> {
+    await this.topology({ type: 'deleteExchange', name: request.name, ifUnused: request.ifUnused });
+    return {};
+  }
+
+  private bindingOf(request: pb.BindRequest | pb.UnbindRequest) {
+    const destination =
+      request.destination === 'queue'
+        ? { kind: 'queue' as const, name: request.queue ?? '' }
+        : request.destination === 'exchange'
+          ? { kind: 'exchange' as const, name: request.exchange ?? '' }
+          : null;
+    if (destination === null) throw invalidArgument('a binding needs a destination queue or exchange');
+    return { source: request.source, destination, bindingKey: request.bindingKey, arguments: bindingArgumentsFromWire(request.arguments) };
+  }
+
+  async bind(request: pb.BindRequest): Promise<pb.BindResponse.$Properties> {
+    const reply = await this.topology({ type: 'bind', ...this.bindingOf(request) });
+    return { created: reply.changed };
+  }
+
+  async unbind(request: pb.UnbindRequest): Promise<pb.UnbindResponse.$Properties> {
+    const reply = await this.topology({ type: 'unbind', ...this.bindingOf(request) });
+    return { removed: reply.changed };
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Publishing
+
+  /** Routes one publish and waits until every target queue committed it. */
+  async publish(request: pb.PublishRequest.$Properties): Promise<pb.PublishResponse.$Properties> {
+    const started = process.hrtime.bigint();
+    const publishId = request.publishId ?? 0;
+    const message = request.message;
+    if (message == null) throw invalidArgument('publish needs a message');
+    this.checkMessageSize(message);
+    if (this.node.diskAlarm) {
+      throw resourceExhausted('DISK_ALARM', `node ${this.node.nodeId} is low on disk space (below disk_free_limit); publishes are refused until space is freed`);
+    }
+    const exchange = request.exchange ?? '';
+    const routingKey = message.routingKey ?? '';
+    let targets: readonly string[];
+    try {
+      targets = route(this.node.meta.topology, exchange, [routingKey], headersFromWire(message.headers)).queues;
+    } catch (error) {
+      if (error instanceof TopologyError) {
+        if (error.code === 'NOT_FOUND') throw notFound('EXCHANGE_NOT_FOUND', error.message);
+        throw invalidArgument(error.message);
+      }
+      throw error;
+    }
+    if (targets.length === 0) {
+      this.node.metrics.publishes.inc({ outcome: 'unroutable' });
+      return {
+        publishId,
+        outcome: pb.PublishOutcome.PUBLISH_OUTCOME_UNROUTABLE,
+        reason: `no queue is bound to exchange ${JSON.stringify(exchange)} for routing key ${JSON.stringify(routingKey)}`,
+        returned: request.mandatory ? message : null,
+      };
+    }
+    const properties = message.properties ?? {};
+    if (properties.priority != null && properties.priority > 255) throw invalidArgument('priority must be between 0 and 255');
+    const producerId = request.producerId ?? '';
+    if (producerId !== '' && request.sequence == null) throw invalidArgument('a publish with a producer_id needs a sequence');
+    const deaths = deathsFromWire(message);
+    const stored: pb.Message.$Properties = { ...message, deaths: [], firstDeath: null, lastDeath: null };
+    const command: Command = {
+      type: 'enqueue',
+      sizeBytes: message.body?.length ?? 0,
+      exchange,
+      routingKeys: [routingKey],
+      ...(properties.priority != null ? { priority: properties.priority } : {}),
+      ...(properties.expirationMs != null ? { expirationMs: properties.expirationMs } : {}),
+      ...(message.delayMs != null ? { delayMs: message.delayMs } : {}),
+      ...(message.notBeforeMs != null ? { notBefore: message.notBeforeMs } : {}),
+      ...(producerId !== '' ? { producerId, sequence: request.sequence ?? 0 } : {}),
+      ...(deaths !== undefined ? { deaths } : {}),
+    };
+    const replies = await Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.proposeQueue(queue, command, stored) })));
+    let duplicates = 0;
+    const committed: string[] = [];
+    for (const { queue, reply } of replies) {
+      if (reply.type === 'error') throw queueError(reply, queue);
+      if (reply.type === 'rejected') {
+        this.node.metrics.publishes.inc({ outcome: 'rejected' });
+        return {
+          publishId,
+          outcome: pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED,
+          reason: `queue ${JSON.stringify(queue)} is full (max_length / max_length_bytes with overflow = reject-publish)`,
+          queues: committed,
+          statusCode: Status.RESOURCE_EXHAUSTED,
+        };
+      }
+      if (reply.type === 'duplicate') duplicates += 1;
+      committed.push(queue);
+    }
+    const outcome = duplicates === replies.length ? pb.PublishOutcome.PUBLISH_OUTCOME_DUPLICATE : pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED;
+    this.node.metrics.publishes.inc({ outcome: duplicates === replies.length ? 'duplicate' : 'confirmed' });
+    this.node.metrics.confirmSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    return { publishId, outcome, queues: committed };
+  }
+
+  publishStream(call: ServerDuplexStream<pb.PublishRequest, pb.PublishResponse.$Properties>): void {
+    let ended = false;
+    let inFlight = 0;
+    const finishIfDone = (): void => {
+      if (ended && inFlight === 0) call.end();
+    };
+    call.on('data', (request: pb.PublishRequest) => {
+      inFlight += 1;
+      this.publish(request).then(
+        (response) => {
+          if (!call.cancelled) call.write(response);
+        },
+        (error: unknown) => {
+          const status = toServiceError(error);
+          const code = status.code ?? Status.INTERNAL;
+          if (!call.cancelled) {
+            call.write({
+              publishId: request.publishId,
+              outcome: code === Status.RESOURCE_EXHAUSTED && isTooLarge(error) ? pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED : pb.PublishOutcome.PUBLISH_OUTCOME_FAILED,
+              reason: status.details ?? 'failed',
+              statusCode: code,
+            });
+          }
+        },
+      ).finally(() => {
+        inFlight -= 1;
+        finishIfDone();
+      });
+    });
+    call.on('end', () => {
+      ended = true;
+      finishIfDone();
+    });
+    call.on('error', () => {});
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Consuming
+
+  consume(call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>): void {
+    let started = false;
+    call.on('error', () => {});
+    const first = (request: pb.ConsumeRequest): void => {
+      if (started) return;
+      started = true;
+      call.off('data', first);
+      if (request.request !== 'subscribe' || request.subscribe == null) {
+        fail(call, invalidArgument('the first message of a consume stream must be subscribe'));
+        return;
+      }
+      const subscribe = request.subscribe;
+      this.startConsumer(call, subscribe).catch((error: unknown) => fail(call, error));
+    };
+    call.on('data', first);
+  }
+
+  private async startConsumer(call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>, subscribe: pb.Subscribe.$Properties): Promise<void> {
+    const name = requireName(subscribe.queue, 'queue');
+    const leader = await this.queueLeader(name);
+    if (leader !== this.node.nodeId) {
+      this.proxyConsume(call, subscribe, leader);
+      return;
+    }
+    const local = this.node.queues.get(name);
+    if (local === undefined) throw unavailable('NOT_LEADER', `queue ${JSON.stringify(name)} moved`);
+    const id = this.node.newConsumerId();
+    const tag = subscribe.consumerTag || id;
+    let closed = false;
+    const close = (): void => {
+      if (closed) return;
+      closed = true;
+      this.node.detachConsumer(id);
+    };
+    this.node.attachConsumer({
+      id,
+      queue: name,
+      tag,
+      stream: call,
+      end: (error) => {
+        closed = true;
+        fail(call, error);
+      },
+    });
+    const prefetch = subscribe.prefetch ?? UNLIMITED_PREFETCH;
+    const reply = await this.node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0 });
+    if (reply.reply.type === 'error') {
+      close();
+      throw queueError(reply.reply, name);
+    }
+    call.write({ subscribed: { consumerTag: tag, queue: name, leader: this.node.nodeId } });
+    const proposeFromStream = (command: Command): void => {
+      if (closed) return;
+      this.node.proposeLocal(local, command).then(
+        (result) => {
+          if (result.reply.type === 'error' && !closed) {
+            call.write({ event: { kind: 'error', message: queueError(result.reply, name).message } });
+          }
+        },
+        (error: unknown) => {
+          if (closed) return;
+          close();
+          fail(call, error);
+        },
+      );
+    };
+    call.on('data', (request: pb.ConsumeRequest) => {
+      if (request.request === 'settle' && request.settle != null) {
+        const command = settleCommand(id, request.settle);
+        if (command instanceof BrokerError) call.write({ event: { kind: 'error', message: command.message } });
+        else proposeFromStream(command);
+      } else if (request.request === 'credit' && request.credit != null) {
+        proposeFromStream({ type: 'credit', consumerId: id, prefetch: request.credit.prefetch ?? 0 });
+      } else {
+        call.write({ event: { kind: 'error', message: 'unexpected request on a consume stream (subscribe twice?)' } });
+      }
+    });
+    const cancelled = (): void => {
+      if (closed) return;
+      close();
+      // The consumer left: its unacked deliveries go back (counted as failed).
+      if (local.group.isLeader) this.node.proposeLocal(local, { type: 'cancel', consumerId: id }).catch(() => {});
+    };
+    call.on('end', () => {
+      cancelled();
+      call.end();
+    });
+    call.on('cancelled', cancelled);
+    call.on('close', cancelled);
+  }
+
+  private proxyConsume(
+    call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>,
+    subscribe: pb.Subscribe.$Properties,
+    leader: string,
+  ): void {
+    const address = this.node.addressOf(leader);
+    if (address === null) throw unavailable('NO_LEADER', `the leader of queue ${JSON.stringify(subscribe.queue)} is unknown`);
+    const upstream = this.clientFor(address).makeBidiStreamRequest(
+      BrokerService.consume.path,
+      BrokerService.consume.requestSerialize,
+      BrokerService.consume.responseDeserialize,
+    ) as ClientDuplexStream<pb.ConsumeRequest.$Properties, pb.ConsumeResponse>;
+    upstream.write({ subscribe });
+    upstream.on('data', (response: pb.ConsumeResponse) => call.write(response));
+    upstream.on('error', (error: ServiceError) => fail(call, error));
+    upstream.on('end', () => call.end());
+    call.on('data', (request: pb.ConsumeRequest) => upstream.write(request));
+    call.on('end', () => upstream.end());
+    call.on('cancelled', () => upstream.cancel());
+  }
+
+  /** The node leading a queue, waiting (bounded) while an election runs. */
+  private async queueLeader(name: string): Promise<string> {
+    const until = Date.now() + this.node.config.requestTimeoutMs;
+    for (;;) {
+      const definition = this.node.meta.queues.get(name);
+      if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+      const local = this.node.queues.get(name);
+      if (local !== undefined && local.group.leaderId !== null) return local.group.leaderId;
+      if (local === undefined) {
+        // Not a member: ask a member (it proxies again if it is not the leader).
+        const member = definition.members[Math.floor(Math.random() * definition.members.length)];
+        if (member !== undefined) return member;
+      }
+      if (Date.now() > until) throw unavailable('NO_LEADER', `queue ${JSON.stringify(name)} has no leader (no quorum?)`);
+      await sleep(20);
+    }
+  }
+
+  /** Runs `here` on the queue's leader, or proxies the same Broker call to it. */
+  private async atLeader<Req, Res>(
+    name: string,
+    method: { path: string; requestSerialize: (r: Req) => Buffer; responseDeserialize: (b: Buffer) => Res },
+    request: Req,
+    here: () => Promise<Res>,
+  ): Promise<Res> {
+    const leader = await this.queueLeader(name);
+    if (leader === this.node.nodeId) return here();
+    const address = this.node.addressOf(leader);
+    if (address === null) throw unavailable('NO_LEADER', `the leader of queue ${JSON.stringify(name)} is unknown`);
+    return new Promise<Res>((resolve, reject) => {
+      this.clientFor(address).makeUnaryRequest(
+        method.path,
+        method.requestSerialize,
+        method.responseDeserialize,
+        request,
+        new Metadata(),
+        { deadline: Date.now() + this.node.config.requestTimeoutMs },
+        (error: ServiceError | null, response?: Res) => (error !== null || response === undefined ? reject(error) : resolve(response)),
+      );
+    });
+  }
+
+  async get(request: pb.GetRequest): Promise<pb.GetResponse.$Properties> {
+    const name = requireName(request.queue, 'queue');
+    return this.atLeader<pb.GetRequest.$Properties, pb.GetResponse.$Properties>(name, BrokerService.get, request, async () => {
+      const local = this.node.queues.get(name);
+      if (local === undefined || !local.group.isLeader) throw unavailable('NOT_LEADER', 'leadership moved; retry');
+      const consumerId = request.manualAck ? `${this.node.nodeId}/get/${this.node.newConsumerId()}` : undefined;
+      const result = await this.node.proposeLocal(local, { type: 'get', ackMode: request.manualAck ? 'manual' : 'auto', ...(consumerId ? { consumerId } : {}) });
+      const reply = result.reply;
+      if (reply.type === 'error') throw queueError(reply, name);
+      const state = local.replica.state;
+      const messageCount = state.totals.ready.count;
+      if (reply.type !== 'message') return { messageCount };
+      return { delivery: deliveryOf(name, consumerId ?? '', reply.message, result.stored), messageCount };
+    });
+  }
+
+  async settleGet(request: pb.SettleGetRequest): Promise<pb.SettleGetResponse.$Properties> {
+    const name = requireName(request.queue, 'queue');
+    if (request.settle == null) throw invalidArgument('settle_get needs a settle');
+    const command = settleCommand(requireName(request.consumerTag, 'consumer_tag'), request.settle);
+    if (command instanceof BrokerError) throw command;
+    const reply = await this.node.proposeQueue(name, command);
+    if (reply.type === 'error') throw queueError(reply, name);
+    return {};
+  }
+
+  // ------------------------------------------------------------------------------------
+  // Status
+
+  async queueStatus(request: pb.QueueStatusRequest): Promise<pb.QueueStatusResponse.$Properties> {
+    const name = requireName(request.name, 'name');
+    return this.atLeader<pb.QueueStatusRequest.$Properties, pb.QueueStatusResponse.$Properties>(name, BrokerService.queueStatus, request, async () => {
+      const local = this.node.queues.get(name);
+      if (local === undefined) throw unavailable('NOT_LEADER', 'leadership moved; retry');
+      return this.localQueueStatus(name);
+    });
+  }
+
+  private localQueueStatus(name: string): pb.QueueStatusResponse.$Properties {
+    const local = this.node.queues.get(name);
+    const definition = this.node.meta.queues.get(name);
+    if (local === undefined || definition === undefined) return { name, members: [...(definition?.members ?? [])] };
+    const totals = local.replica.state.totals;
+    const status = local.group.status();
+    return {
+      name,
+      leader: status.leaderId ?? '',
+      members: [...definition.members],
+      commitIndex: status.commitIndex,
+      term: status.term,
+      ready: totals.ready.count,
+      unacked: totals.delivered.count,
+      delayed: totals.delayed.count,
+      deadLettering: totals.deadLettering.count,
+      bytes: totals.ready.bytes + totals.delivered.bytes + totals.delayed.bytes + totals.deadLettering.bytes,
+      consumers: local.replica.state.consumers.size,
+    };
+  }
+
+  async clusterStatus(): Promise<pb.ClusterStatusResponse.$Properties> {
+    const nodes = [...this.node.config.peers].map(([id, address]) => ({
+      id,
+      address,
+      reachable: id === this.node.nodeId || this.node.transport.isConnected(id),
+      diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
+    }));
+    const queues = [...this.node.meta.queues.keys()].sort().map((name) => this.localQueueStatus(name));
+    return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues };
+  }
+
+  async move(call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>): Promise<void> {
+    throw new BrokerError(
+      Status.UNIMPLEMENTED,
+      'NOT_IMPLEMENTED',
+      `move from ${JSON.stringify(call.request.sourceQueue)} is not available in this version`,
+    );
+  }
+
+  implementation(): UntypedServiceImplementation {
+    return {
+      declareQueue: unary((r: pb.DeclareQueueRequest) => this.declareQueue(r)),
+      deleteQueue: unary((r: pb.DeleteQueueRequest) => this.deleteQueue(r)),
+      purgeQueue: unary((r: pb.PurgeQueueRequest) => this.purgeQueue(r)),
+      declareExchange: unary((r: pb.DeclareExchangeRequest) => this.declareExchange(r)),
+      deleteExchange: unary((r: pb.DeleteExchangeRequest) => this.deleteExchange(r)),
+      bind: unary((r: pb.BindRequest) => this.bind(r)),
+      unbind: unary((r: pb.UnbindRequest) => this.unbind(r)),
+      publish: unary((r: pb.PublishRequest) => this.publish(r)),
+      publishStream: (call: ServerDuplexStream<pb.PublishRequest, pb.PublishResponse.$Properties>) => this.publishStream(call),
+      consume: (call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>) => this.consume(call),
+      get: unary((r: pb.GetRequest) => this.get(r)),
+      settleGet: unary((r: pb.SettleGetRequest) => this.settleGet(r)),
+      move: (call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>) => {
+        this.move(call).then(
+          () => call.end(),
+          (error: unknown) => call.destroy(Object.assign(new Error('move failed'), toServiceError(error))),
+        );
+      },
+      queueStatus: unary((r: pb.QueueStatusRequest) => this.queueStatus(r)),
+      clusterStatus: unary(() => this.clusterStatus()),
+    };
+  }
+}
+
+function isTooLarge(error: unknown): boolean {
+  return error instanceof BrokerError && error.reason === 'MESSAGE_TOO_LARGE';
+}
+
+function settleCommand(consumerId: string, settle: pb.Settle.$Properties): Command | BrokerError {
+  const base = { consumerId, deliveryTag: settle.deliveryTag ?? 0, multiple: settle.multiple ?? false };
+  switch (settle.kind) {
+    case pb.SettleKind.SETTLE_KIND_ACK:
+      return { type: 'ack', ...base };
+    case pb.SettleKind.SETTLE_KIND_NACK:
+    case pb.SettleKind.SETTLE_KIND_REJECT:
+      if (settle.requeue) return { type: 'return', ...base, ...((settle.delayMs ?? 0) > 0 ? { delayMs: settle.delayMs ?? 0 } : {}) };
+      return { type: 'discard', ...base };
+    default:
+      return invalidArgument('settle.kind must be ACK, NACK or REJECT');
+  }
+}
+
+/** Ends a server stream with a status. */
+function fail(call: ServerDuplexStream<unknown, unknown>, error: unknown): void {
+  const status = toServiceError(error);
+  if (call.cancelled || call.destroyed) return;
+  call.emit('error', Object.assign(new Error(status.details ?? 'error'), status));
+}
+
+export { isServiceError };

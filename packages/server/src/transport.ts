@@ -1,0 +1,187 @@
+/**
+ * Node-to-node traffic. Raft messages of every group travel on one long-lived gRPC stream
+ * per peer: everything queued for a peer during an event-loop turn leaves as one
+ * RaftBatch. A broken stream drops what was queued (Raft retransmits) and reconnects with
+ * a bounded back-off. Forwarded proposals use the unary Peer.Propose call.
+ */
+import {
+  Metadata,
+  credentials,
+  makeGenericClientConstructor,
+  type Client,
+  type ClientDuplexStream,
+  type ServerDuplexStream,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
+import type { Message, NodeId } from '@quorumq/raft';
+import type { Logger } from 'pino';
+
+import { messageFromWire, messageToWire, type GroupMessage } from './raft-codec.js';
+
+import pb = quorumq.v1;
+
+const RaftTransportClient = makeGenericClientConstructor(RaftTransportService, 'RaftTransport');
+const PeerClient = makeGenericClientConstructor(PeerService, 'Peer');
+
+const CHANNEL_OPTIONS = {
+  'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  'grpc.max_send_message_length': 64 * 1024 * 1024,
+  'grpc.keepalive_time_ms': 10_000,
+  'grpc.keepalive_timeout_ms': 5_000,
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 1_000,
+};
+
+interface PeerLink {
+  readonly id: NodeId;
+  readonly address: string;
+  readonly raftClient: Client;
+  readonly peerClient: Client;
+  stream: ClientDuplexStream<pb.RaftBatch.$Properties, pb.RaftBatchAck> | null;
+  queued: pb.RaftMessage.$Properties[];
+  reconnectAt: number;
+  connected: boolean;
+}
+
+export interface TransportStats {
+  batchesSent: number;
+  messagesSent: number;
+  messagesDropped: number;
+}
+
+export class PeerTransport {
+  private readonly links = new Map<NodeId, PeerLink>();
+  private flushScheduled = false;
+  private closed = false;
+  readonly stats: TransportStats = { batchesSent: 0, messagesSent: 0, messagesDropped: 0 };
+
+  constructor(
+    readonly selfId: NodeId,
+    peers: ReadonlyMap<NodeId, string>,
+    private readonly logger: Logger,
+  ) {
+    for (const [id, address] of peers) {
+      if (id === selfId) continue;
+      this.links.set(id, {
+        id,
+        address,
+        raftClient: new RaftTransportClient(address, credentials.createInsecure(), CHANNEL_OPTIONS),
+        peerClient: new PeerClient(address, credentials.createInsecure(), CHANNEL_OPTIONS),
+        stream: null,
+        queued: [],
+        reconnectAt: 0,
+        connected: false,
+      });
+    }
+  }
+
+  /** Queues a group's messages for their peers; they leave at the end of this turn. */
+  send(groupId: string, messages: readonly Message[]): void {
+    for (const message of messages) {
+      const link = this.links.get(message.to);
+      if (link === undefined) continue;
+      link.queued.push(messageToWire(groupId, message));
+    }
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** True when the stream to the peer is open (a hint for status pages). */
+  isConnected(peer: NodeId): boolean {
+    return this.links.get(peer)?.connected ?? false;
+  }
+
+  /** Forwards a proposal to `peer` (the group's leader); resolves with its reply bytes. */
+  propose(peer: NodeId, groupId: string, command: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+    const link = this.links.get(peer);
+    if (link === undefined) return Promise.reject(new Error(`unknown peer ${peer}`));
+    return new Promise((resolve, reject) => {
+      link.peerClient.makeUnaryRequest(
+        PeerService.propose.path,
+        PeerService.propose.requestSerialize,
+        PeerService.propose.responseDeserialize,
+        { groupId, command },
+        { deadline: Date.now() + timeoutMs },
+        (error: ServiceError | null, response?: pb.ProposeResponse) => {
+          if (error !== null || response === undefined) reject(error ?? new Error('empty response'));
+          else resolve(response.reply);
+        },
+      );
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const link of this.links.values()) {
+      link.stream?.end();
+      link.stream = null;
+      link.raftClient.close();
+      link.peerClient.close();
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.closed) return;
+    for (const link of this.links.values()) {
+      if (link.queued.length === 0) continue;
+      const messages = link.queued;
+      link.queued = [];
+      const stream = this.streamOf(link);
+      if (stream === null) {
+        this.stats.messagesDropped += messages.length;
+        continue;
+      }
+      stream.write({ messages });
+      this.stats.batchesSent += 1;
+      this.stats.messagesSent += messages.length;
+    }
+  }
+
+  private streamOf(link: PeerLink): ClientDuplexStream<pb.RaftBatch.$Properties, pb.RaftBatchAck> | null {
+    if (link.stream !== null) return link.stream;
+    const now = Date.now();
+    if (now < link.reconnectAt) return null;
+    const stream = link.raftClient.makeBidiStreamRequest(
+      RaftTransportService.stream.path,
+      RaftTransportService.stream.requestSerialize,
+      RaftTransportService.stream.responseDeserialize,
+    ) as ClientDuplexStream<pb.RaftBatch.$Properties, pb.RaftBatchAck>;
+    link.stream = stream;
+    stream.on('metadata', () => {
+      if (!link.connected) this.logger.info({ peer: link.id, address: link.address }, 'peer stream open');
+      link.connected = true;
+    });
+    const broken = (reason: string): void => {
+      if (link.stream !== stream) return;
+      link.stream = null;
+      if (link.connected) this.logger.warn({ peer: link.id, reason }, 'peer stream closed');
+      link.connected = false;
+      link.reconnectAt = Date.now() + 200;
+    };
+    stream.on('error', (error: ServiceError) => broken(error.details || error.message));
+    stream.on('end', () => broken('ended'));
+    stream.on('data', () => {});
+    return stream;
+  }
+}
+
+/** The receiving side: decodes each batch and hands its messages to the node. */
+export function raftStreamHandler(onMessage: (message: GroupMessage) => void) {
+  return (call: ServerDuplexStream<pb.RaftBatch, pb.RaftBatchAck.$Properties>): void => {
+    // Headers right away, so the peer knows the stream is open before any reply.
+    call.sendMetadata(new Metadata());
+    call.on('data', (batch: pb.RaftBatch) => {
+      for (const wire of batch.messages) {
+        const decoded = messageFromWire(wire as pb.RaftMessage);
+        if (decoded !== null) onMessage(decoded);
+      }
+    });
+    call.on('end', () => call.end());
+    call.on('error', () => {});
+  };
+}
+
