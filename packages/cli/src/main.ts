@@ -4,14 +4,14 @@
  * `quorumq cluster`              a local three-node cluster on loopback (what `npm start` runs)
  * `quorumq health --address A`   exit 0 when the node at A answers the gRPC health check SERVING
  */
-import { credentials, makeGenericClientConstructor, type ServiceError } from '@grpc/grpc-js';
 import { ConfigError, loadConfig, startNode } from '@quorumq/server';
 import { Command, InvalidArgumentError } from 'commander';
-import { service as healthService } from 'grpc-health-check';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { healthStatus } from './health.js';
 
 function integer(value: string): number {
   const n = Number(value);
@@ -50,25 +50,9 @@ async function runNode(options: { config?: string }): Promise<void> {
 }
 
 async function checkHealth(options: { address: string; timeout: number; service: string }): Promise<void> {
-  const Health = makeGenericClientConstructor(healthService, 'Health');
-  const client = new Health(options.address, credentials.createInsecure());
-  const status = await new Promise<string>((done) => {
-    client.makeUnaryRequest(
-      '/grpc.health.v1.Health/Check',
-      (request: { service: string }) => Buffer.from(healthService.Check?.requestSerialize(request) ?? new Uint8Array()),
-      (bytes: Buffer) => healthService.Check?.responseDeserialize(bytes) as { status: string | number },
-      { service: options.service },
-      { deadline: Date.now() + options.timeout },
-      (error: ServiceError | null, response?: { status: string | number }) => {
-        if (error !== null || response === undefined) done(`unreachable (${error?.details ?? 'no response'})`);
-        else done(String(response.status));
-      },
-    );
-  });
-  client.close();
-  const serving = status === 'SERVING' || status === '1';
-  process.stdout.write(`${options.address}: ${serving ? 'SERVING' : status}\n`);
-  process.exit(serving ? 0 : 1);
+  const status = await healthStatus(options.address, options.timeout, options.service);
+  process.stdout.write(`${options.address}: ${status}\n`);
+  process.exit(status === 'SERVING' ? 0 : 1);
 }
 
 async function runCluster(options: { nodes: number; basePort: number; host: string; data: string }): Promise<void> {

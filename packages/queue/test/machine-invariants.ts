@@ -1,6 +1,9 @@
 /**
- * Whole-state checks for the property test: every message is in exactly one place,
- * per-place totals match a recount, and the enqueued count balances live + gone.
+ * Whole-state checks for the property test: every message is in exactly one place
+ * (ready, delayed, delivered, deadLettering or moving), every delivered one tracked by
+ * its consumer or get holder (get holders non-empty, disjoint from consumers), per-place
+ * totals match a recount,
+ * a move's counts balance, and the enqueued count balances live + gone.
  */
 import { expect } from 'vitest';
 import type { Effect, Place, QueueState, Reply } from '../src/machine/index.js';
@@ -24,6 +27,7 @@ export function checkInvariants(state: QueueState): void {
     delayed: { count: 0, bytes: 0 },
     delivered: { count: 0, bytes: 0 },
     deadLettering: { count: 0, bytes: 0 },
+    moving: { count: 0, bytes: 0 },
   };
   for (const message of state.messages.values()) {
     totals[message.place].count += 1;
@@ -31,15 +35,22 @@ export function checkInvariants(state: QueueState): void {
     if (message.place === 'ready') expect(inReady.get(message.id), `ready ${message.id} once in the ready index`).toBe(1);
     else expect(inReady.has(message.id)).toBe(false);
     if (message.place === 'delivered') {
-      const consumer = state.consumers.get(message.consumerId ?? '');
+      const consumer = state.consumers.get(message.consumerId ?? '') ?? state.getHolders.get(message.consumerId ?? '');
       expect(consumer?.unacked.get(message.deliveryTag), `delivered ${message.id} tracked by its consumer`).toBe(message.id);
     } else {
       expect(message.consumerId).toBeNull();
     }
     if (message.place === 'delayed') expect(message.notBefore).toBeGreaterThan(0);
   }
+  // Get holders: never also a consumer, never empty (they go with their last delivery).
+  for (const holder of state.getHolders.values()) {
+    expect(state.consumers.has(holder.id), `get holder ${holder.id} is also a consumer`).toBe(false);
+    expect(holder.unacked.size, `get holder ${holder.id} holds nothing`).toBeGreaterThan(0);
+    for (const tag of holder.unacked.keys()) expect(tag).toBeLessThan(holder.nextDeliveryTag);
+  }
+  if (state.args.singleActiveConsumer && state.activeConsumerId !== null) expect(state.getHolders.has(state.activeConsumerId)).toBe(false);
   let unacked = 0;
-  for (const consumer of state.consumers.values()) {
+  for (const consumer of [...state.consumers.values(), ...state.getHolders.values()]) {
     for (const [tag, id] of consumer.unacked) {
       const message = state.messages.get(id);
       expect(message?.place).toBe('delivered');
@@ -52,6 +63,13 @@ export function checkInvariants(state: QueueState): void {
   expect(state.totals).toEqual(totals);
   const gone = Object.values(state.gone).reduce((sum, n) => sum + n, 0);
   expect(state.enqueued).toBe(state.messages.size + gone);
+  const move = state.move;
+  if (move === null || move.done) expect(totals.moving.count, 'moving messages without an active move').toBe(0);
+  if (move !== null && !state.deleted) {
+    expect(totals.moving.count).toBeLessThanOrEqual(move.window);
+    expect(move.handedOut).toBeLessThanOrEqual(move.count);
+    expect(move.moved + move.failed + totals.moving.count, 'every handed-out message moved, failed or in flight').toBe(move.handedOut);
+  }
   if (state.args.singleActiveConsumer && state.consumers.size > 0) expect(state.consumers.has(state.activeConsumerId ?? '')).toBe(true);
 }
 
@@ -65,6 +83,8 @@ export function checkDeliveries(state: QueueState, now: number, effects: readonl
     expect(message.expiresAt === -1 || message.expiresAt > now, `message ${id} delivered after expiry`).toBe(true);
     expect(message.notBefore <= now, `message ${id} delivered before its delay`).toBe(true);
   }
+  // Pushed deliveries go to subscribed consumers only, never to a get holder.
+  for (const effect of effects) if (effect.type === 'deliver') expect(state.consumers.has(effect.consumerId), `pushed to ${effect.consumerId}`).toBe(true);
   if (state.args.singleActiveConsumer) {
     for (const effect of effects) if (effect.type === 'deliver') expect(effect.consumerId).toBe(state.activeConsumerId);
   }

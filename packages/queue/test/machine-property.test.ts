@@ -23,8 +23,9 @@ const CONSUMERS = ['a', 'b', 'c'];
 // Weighted: enqueue, subscribe, settle and tick dominate; purge and delete are rare.
 const KINDS = [
   ...Array<'enqueue'>(6).fill('enqueue'), 'subscribe', 'subscribe', 'subscribe', 'cancel', 'down',
-  'ack', 'ack', 'ack', 'return', 'return', 'discard', 'credit', 'get', 'get', 'tick', 'tick', 'tick',
+  'ack', 'ack', 'ack', 'return', 'return', 'discard', 'credit', 'get', 'get', 'getFresh', 'getFresh', 'tick', 'tick', 'tick',
   'confirm', 'confirm', 'bad', 'purge', 'delete',
+  'moveStart', 'moveConfirm', 'moveConfirm', 'moveFail', 'moveCancel',
 ] as const;
 
 interface Step {
@@ -67,9 +68,10 @@ function pick<T>(items: readonly T[], n: number): T | undefined {
 /** Turns an abstract step into a command, mostly aimed at things that exist. */
 function commandFor(step: Step, state: QueueState): Command {
   const anyId = pick(CONSUMERS, step.x) ?? 'a';
-  // Mostly aim at subscribed consumers; sometimes at any id, to exercise the errors.
-  const consumerId = step.x % 8 === 0 ? anyId : (pick([...state.consumers.keys()], step.x) ?? anyId);
-  const tags = [...(state.consumers.get(consumerId)?.unacked.keys() ?? [])];
+  // Mostly aim at subscribed consumers and get holders; sometimes at any id, to exercise the errors.
+  const holders = [...state.consumers.keys(), ...state.getHolders.keys()];
+  const consumerId = step.x % 8 === 0 ? anyId : (pick(holders, step.x) ?? anyId);
+  const tags = [...(holderOf(state, consumerId)?.unacked.keys() ?? [])];
   const tag = pick(tags, step.y) ?? step.y % 5;
   const multiple = step.z % 4 === 0;
   const kind = KINDS[step.kind] ?? 'tick';
@@ -101,6 +103,9 @@ function commandFor(step: Step, state: QueueState): Command {
       return { type: 'credit', consumerId, prefetch: step.y % 4 };
     case 'get':
       return step.z % 2 === 0 ? { type: 'get', ackMode: 'auto' } : { type: 'get', ackMode: 'manual', consumerId };
+    case 'getFresh':
+      // The server's Get RPC with manual ack: a fresh id per call (or, sometimes, an existing holder's again).
+      return { type: 'get', ackMode: 'manual', consumerId: step.y % 4 === 0 ? (pick([...state.getHolders.keys()], step.z) ?? 'n1/get/0') : `n1/get/${state.lastIndex + 1}` };
     case 'purge':
       return step.y % 3 === 0 ? { type: 'purge' } : { type: 'tick' };
     case 'tick':
@@ -116,10 +121,38 @@ function commandFor(step: Step, state: QueueState): Command {
           { type: 'ack', consumerId: 'ghost', deliveryTag: 1 },
           { type: 'ack', consumerId, deliveryTag: 10_000 },
           { type: 'enqueue', sizeBytes: -1, exchange: '', routingKeys: [] },
+          {
+            type: 'enqueue', sizeBytes: 1, exchange: '', routingKeys: [],
+            deaths: { records: [], first: { reason: 'expired', queue: 'q', exchange: '' }, last: { reason: 'expired', queue: 'q', exchange: '' } },
+          },
+          { type: 'moveStart', moveId: 'm0', exchange: 'dest', window: 0 },
           { type: 'credit', consumerId, prefetch: 1.5 },
+          // A get holder is not a consumer: no credit, no subscribe under its id.
+          { type: 'credit', consumerId: pick([...state.getHolders.keys()], step.z) ?? 'ghost', prefetch: 1 },
+          { type: 'subscribe', consumerId: pick([...state.getHolders.keys()], step.z) ?? 'ghost', prefetch: -1 },
+          { type: 'subscribe', consumerId: pick([...state.getHolders.keys()], step.z) ?? 'ghost', prefetch: 1 },
+          { type: 'get', ackMode: 'manual', consumerId: '' },
         ],
         step.y,
       ) ?? { type: 'tick' };
+    case 'moveStart':
+      return {
+        type: 'moveStart',
+        moveId: `m${step.y % 3}`,
+        exchange: 'dest',
+        ...(step.z % 2 === 0 ? { routingKey: 'moved' } : {}),
+        ...(step.x % 3 === 0 ? { limit: step.x % 5 } : {}),
+        ...(step.z % 3 === 0 ? { window: 1 + (step.z % 3) } : {}),
+      };
+    case 'moveConfirm':
+    case 'moveFail': {
+      const moving = [...state.messages.values()].filter((m) => m.place === 'moving').map((m) => m.id);
+      const moveId = step.z % 7 === 0 ? 'other' : (state.move?.id ?? 'm0');
+      const messageIds = moving.filter((_, i) => (i + step.y) % 2 === 0);
+      return kind === 'moveConfirm' ? { type: 'moveConfirmed', moveId, messageIds } : { type: 'moveFailed', moveId, messageIds };
+    }
+    case 'moveCancel':
+      return { type: 'moveCancel', moveId: state.move?.id ?? 'm0' };
     case 'delete':
       // Rare: most sequences should keep the queue alive.
       return step.y % 10 === 0 ? { type: 'delete', ifEmpty: step.z % 2 === 0 } : { type: 'tick' };
@@ -130,7 +163,7 @@ function commandFor(step: Step, state: QueueState): Command {
 function leavingOnSuccess(state: QueueState, command: Command): Map<number, string> {
   const leaving = new Map<number, string>();
   if (command.type === 'ack') {
-    for (const [tag, id] of state.consumers.get(command.consumerId)?.unacked ?? []) {
+    for (const [tag, id] of holderOf(state, command.consumerId)?.unacked ?? []) {
       if (tag === command.deliveryTag || (command.multiple === true && tag <= command.deliveryTag)) leaving.set(id, 'acked');
     }
   } else if (command.type === 'deadLetterConfirmed') {
@@ -138,10 +171,16 @@ function leavingOnSuccess(state: QueueState, command: Command): Map<number, stri
       const message = state.messages.get(id);
       if (message?.place === 'deadLettering') leaving.set(id, message.deaths?.last.reason ?? '?');
     }
+  } else if (command.type === 'moveConfirmed' && state.move?.id === command.moveId) {
+    for (const id of command.messageIds) if (state.messages.get(id)?.place === 'moving') leaving.set(id, 'moved');
   } else if (command.type === 'delete' && validateCommandOk(state, command)) {
     for (const id of state.messages.keys()) leaving.set(id, 'deleted');
   }
   return leaving;
+}
+
+function holderOf(state: QueueState, id: string): { readonly unacked: Map<number, number> } | undefined {
+  return state.consumers.get(id) ?? state.getHolders.get(id);
 }
 
 function validateCommandOk(state: QueueState, command: Extract<Command, { type: 'delete' }>): boolean {
@@ -172,6 +211,9 @@ function checkEveryMessageAccounted(state: QueueState, enqueuedIds: Set<number>,
   }
   expect(state.enqueued).toBe(enqueuedIds.size);
 }
+
+/** What the checked runs went through, so the test can tell that moves were exercised. */
+const coverage = { movingSteps: 0, moved: 0, moveFailed: 0, getHolderSteps: 0, getHolderSettled: 0, getHolderTimedOut: 0, getHolderDown: 0 };
 
 interface Run {
   readonly hashes: string[];
@@ -208,18 +250,35 @@ function runSequence(args: QueueArgumentsInput, steps: readonly Step[], options:
     }
     checkInvariants(state);
     checkDeliveries(state, now, result.effects, result.reply);
+    if (state.totals.moving.count > 0) coverage.movingSteps += 1;
+    if (command.type === 'moveFailed' && result.reply.type === 'ok') coverage.moveFailed += 1;
+    if (state.getHolders.size > 0) coverage.getHolderSteps += 1;
+    const settledHolder = (command.type === 'ack' || command.type === 'return' || command.type === 'discard') && command.consumerId.startsWith('n1/get/');
+    if (settledHolder && result.reply.type === 'ok') coverage.getHolderSettled += 1;
+    if ((command.type === 'cancel' || command.type === 'consumerDown') && command.consumerId.startsWith('n1/get/') && result.reply.type === 'ok') coverage.getHolderDown += 1;
+    if (result.effects.some((e) => e.type === 'consumerTimedOut' && e.consumerId.startsWith('n1/get/'))) coverage.getHolderTimedOut += 1;
   });
+  if (options.check) coverage.moved += state.gone.moved;
   return { hashes, state };
 }
 
 describe('property: random command sequences', () => {
-  it('keep every message in exactly one place, totals exact, nothing delivered expired or early, bad commands inert', () => {
+  it('keep every message in exactly one place (moving included, get holders too), totals exact, nothing delivered expired or early, bad commands inert', () => {
     fc.assert(
       fc.property(argsArb, fc.array(stepArb, { minLength: 20, maxLength: 150 }), (args, steps) => {
         runSequence(args, steps, { check: true });
       }),
       { numRuns: 300 },
     );
+    // The new place is really visited: messages were held in `moving`, confirmed and failed.
+    expect(coverage.movingSteps).toBeGreaterThan(0);
+    expect(coverage.moved).toBeGreaterThan(0);
+    expect(coverage.moveFailed).toBeGreaterThan(0);
+    // Manual gets with fresh ids made get holders that were settled, timed out and cancelled.
+    expect(coverage.getHolderSteps).toBeGreaterThan(0);
+    expect(coverage.getHolderSettled).toBeGreaterThan(0);
+    expect(coverage.getHolderTimedOut).toBeGreaterThan(0);
+    expect(coverage.getHolderDown).toBeGreaterThan(0);
   }, 60_000);
 
   it('the same command sequence gives the same state hash at every step', () => {

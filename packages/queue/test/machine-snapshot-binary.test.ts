@@ -90,7 +90,8 @@ describe('binary snapshot encoding', () => {
       { type: 'purge' },
     ];
     expect(replay(twin, commands)).toEqual(replay(h, commands));
-  });
+    // Seconds of work: the default 5 s timeout fails on a loaded machine.
+  }, 60_000);
 
   it('round-trips random small states (property)', () => {
     fc.assert(
@@ -102,7 +103,7 @@ describe('binary snapshot encoding', () => {
       }),
       { numRuns: 30 },
     );
-  });
+  }, 60_000);
 
   it('starts with the magic and the version', () => {
     const bytes = encodeSnapshot(new Harness().state);

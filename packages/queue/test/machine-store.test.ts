@@ -3,13 +3,17 @@ import { describe, expect, it } from 'vitest';
 import { MessageStore } from '../src/machine/store.js';
 import type { NewMessage, Place } from '../src/machine/store.js';
 
-const PLACES: readonly Place[] = ['ready', 'delayed', 'delivered', 'deadLettering'];
+const PLACES: readonly Place[] = ['ready', 'delayed', 'delivered', 'deadLettering', 'moving'];
+
+/** Mostly small sizes; every fifth around 4 GiB, where the 32-bit size column escapes. */
+const sizeOf = (id: number): number => (id % 5 === 0 ? 2 ** 32 - 2 + (id % 3) : id % 4096);
 
 function message(id: number, route: number): NewMessage {
   return {
     id,
-    sizeBytes: id % 4096,
-    priority: id % 10,
+    sizeBytes: sizeOf(id),
+    // Priority and place share a byte: cover the whole priority range (max_priority <= 31).
+    priority: id % 32,
     exchange: `ex${route}`,
     routingKeys: [`key${route}`],
     deaths: null,
@@ -22,7 +26,7 @@ function message(id: number, route: number): NewMessage {
 type Step = { readonly kind: 'insert'; readonly gap: number; readonly route: number; readonly place: number } | { readonly kind: 'delete'; readonly pick: number } | { readonly kind: 'update'; readonly pick: number; readonly value: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  fc.record({ kind: fc.constant('insert' as const), gap: fc.integer({ min: 1, max: 5 }), route: fc.integer({ min: 0, max: 3 }), place: fc.integer({ min: 0, max: 3 }) }),
+  fc.record({ kind: fc.constant('insert' as const), gap: fc.integer({ min: 1, max: 5 }), route: fc.integer({ min: 0, max: 3 }), place: fc.integer({ min: 0, max: 4 }) }),
   fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }),
   fc.record({ kind: fc.constant('update' as const), pick: fc.nat(), value: fc.integer({ min: 0, max: 1_000_000 }) }),
 );
@@ -49,6 +53,8 @@ describe('MessageStore (compact per-message storage)', () => {
             } else {
               store.get(id)!.deliveryCount = s.value;
               model.get(id)!.deliveryCount = s.value;
+              store.get(id)!.place = PLACES[s.value % PLACES.length]!;
+              model.get(id)!.place = PLACES[s.value % PLACES.length]!;
             }
           }
           expect(store.size).toBe(model.size);
@@ -63,8 +69,11 @@ describe('MessageStore (compact per-message storage)', () => {
           expect(header.deliveryCount).toBe(expected.deliveryCount);
           expect(header.exchange).toBe(`ex${expected.route}`);
           expect(header.routingKeys).toEqual([`key${expected.route}`]);
-          expect(header.sizeBytes).toBe(id % 4096);
+          expect(header.sizeBytes).toBe(sizeOf(id));
+          expect(header.priority).toBe(id % 32);
         }
+        // Escaped sizes are kept only while their message lives.
+        expect([...store.bigSizes.keys()].sort((a, b) => a - b)).toEqual(sortedIds.filter((id) => sizeOf(id) >= 2 ** 32 - 1));
         expect(store.has(nextId + 1)).toBe(false);
         expect(store.delete(nextId + 1)).toBe(false);
       }),

@@ -120,10 +120,15 @@ describe('spec 3: consuming', () => {
     expect(h.state.gone.acked).toBe(2);
   });
 
-  it('get manual needs a subscribed consumer', () => {
+  it('get manual needs a consumer id (an unknown one becomes a get holder: machine-get.test.ts)', () => {
     const h = new Harness();
     h.publish();
-    expect(h.run({ type: 'get', ackMode: 'manual', consumerId: 'nobody' })).toMatchObject({ type: 'error', code: 'UNKNOWN_CONSUMER' });
+    const before = structuredClone(h.state.totals);
+    expect(h.run({ type: 'get', ackMode: 'manual' })).toMatchObject({ type: 'error', code: 'INVALID_ARGUMENT' });
+    expect(h.run({ type: 'get', ackMode: 'manual', consumerId: '' })).toMatchObject({ type: 'error', code: 'INVALID_ARGUMENT' });
+    expect(h.run({ type: 'get', ackMode: 'manual', consumerId: 7 as never })).toMatchObject({ type: 'error', code: 'INVALID_ARGUMENT' });
+    expect(h.state.totals).toEqual(before);
+    expect(h.state.getHolders.size).toBe(0);
   });
 });
 

@@ -5,7 +5,7 @@
  * simulated time: a tiny broker that does what the server will do with the effects.
  */
 import { describe, expect, it } from 'vitest';
-import { Topology, apply, createQueueState, parseQueueArguments, route } from '../src/index.js';
+import { Topology, apply, createQueueState, parseQueueArguments, route, routeDeadLetter } from '../src/index.js';
 import type { Command, Deaths, Effect, QueueArgumentsInput, QueueState, TopologyCommand } from '../src/index.js';
 
 interface Delivery {
@@ -20,6 +20,8 @@ class MiniBroker {
   readonly topology = new Topology();
   readonly queues = new Map<string, QueueState>();
   readonly deliveries: Delivery[] = [];
+  /** Dead-letter targets dropped as cycles (spec 5), as the server counts them. */
+  readonly droppedAsCycle: string[] = [];
   now = 0;
   private index = 0;
 
@@ -59,8 +61,9 @@ class MiniBroker {
         this.deliveries.push({ queue, consumerId: effect.consumerId, deliveryTag: effect.deliveryTag, routingKeys: effect.routingKeys, deaths: effect.deaths });
         return;
       case 'deadLetter': {
-        // Route with the dead-letter routing keys; confirm once every target has it.
-        const { queues } = route(this.topology, effect.exchange, effect.routingKeys);
+        // Route with the dead-letter routing keys, minus cycles; confirm once every target has it.
+        const { queues, droppedAsCycle } = routeDeadLetter(this.topology, effect.exchange, effect.routingKeys, undefined, effect.deaths);
+        this.droppedAsCycle.push(...droppedAsCycle);
         for (const target of queues) {
           this.run(target, { type: 'enqueue', sizeBytes: 100, exchange: effect.exchange, routingKeys: effect.routingKeys, deaths: effect.deaths });
         }
@@ -69,6 +72,8 @@ class MiniBroker {
       }
       case 'drop':
       case 'consumerTimedOut':
+      case 'move':
+      case 'moveDone':
       case 'scheduleTick':
       case 'deleteQueue':
         return;
@@ -174,5 +179,38 @@ describe('seed 004: DLX and three-tier retry, through the router and the machine
     if (parked.type !== 'message') return;
     expect(parked.message.routingKeys).toEqual(['pesanan.email']);
     expect(parked.message.deaths?.records.map((r) => [r.queue, r.reason])).toEqual([['pesanan.email', 'delivery_limit']]);
+  });
+});
+
+describe('spec 5 cycles through the router and the machines', () => {
+  it('a TTL ping-pong between two queues ends after one round: the message is dropped as a cycle', () => {
+    const broker = new MiniBroker();
+    broker.admin({ type: 'declareExchange', name: 'dlx', exchangeType: 'direct' });
+    broker.declareQueue('a', { messageTtlMs: 1_000, deadLetterExchange: 'dlx', deadLetterRoutingKey: 'to-b' });
+    broker.declareQueue('b', { messageTtlMs: 1_000, deadLetterExchange: 'dlx', deadLetterRoutingKey: 'to-a' });
+    broker.bind('dlx', 'b', 'to-b');
+    broker.bind('dlx', 'a', 'to-a');
+    broker.publish('', 'a');
+    broker.advance(1_000);
+    expect([broker.ready('a'), broker.ready('b')]).toEqual([0, 1]);
+    broker.advance(1_000);
+    // Expired in b, back to a where it already expired: a cycle, so it goes nowhere.
+    expect([broker.ready('a'), broker.ready('b')]).toEqual([0, 0]);
+    expect(broker.droppedAsCycle).toEqual(['a']);
+    for (let i = 0; i < 5; i++) broker.advance(1_000);
+    expect(broker.droppedAsCycle).toEqual(['a']);
+  });
+
+  it('a queue whose DLX routes back to itself drops its expired messages instead of looping', () => {
+    const broker = new MiniBroker();
+    broker.admin({ type: 'declareExchange', name: 'dlx', exchangeType: 'fanout' });
+    broker.declareQueue('self', { messageTtlMs: 500, deadLetterExchange: 'dlx' });
+    broker.declareQueue('audit');
+    broker.bind('dlx', 'self', '');
+    broker.bind('dlx', 'audit', '');
+    broker.publish('', 'self');
+    broker.advance(500);
+    expect([broker.ready('self'), broker.ready('audit')]).toEqual([0, 1]);
+    expect(broker.droppedAsCycle).toEqual(['self']);
   });
 });

@@ -7,7 +7,7 @@ import {
 import { args, str } from './topology-helpers.js';
 
 /** Small name pools, so that commands often hit the same exchanges, queues and bindings. */
-const exchangeName = fc.constantFrom('', 'a', 'b', 'c', 'd', 'a', 'b', 'c', 'd');
+const exchangeName = fc.constantFrom('', 'a', 'b', 'c', 'd', 'a', 'b', 'c', 'd', 'amq.direct', 'amq.topic', 'amq.custom');
 const queueName = fc.constantFrom('q1', 'q2', 'q3');
 const key = fc.constantFrom('', 'k', 'k.x', '*.x', '#', 'k.#');
 const destination: fc.Arbitrary<Destination> = fc.oneof(

@@ -507,7 +507,7 @@ export class BrokerNode {
     while (Date.now() < deadline && !this.stopping) {
       const { groupId, local, members } = locate();
       try {
-        if (local?.isLeader) return await proposeHere(local);
+        if (local?.isLeader) return await withTimeout(proposeHere(local), deadline - Date.now(), what);
         const leader = local?.leaderId ?? hint ?? (local === null ? (members[attempt % members.length] ?? null) : null);
         if (leader !== null && leader !== this.nodeId) {
           const remaining = Math.max(100, deadline - Date.now());
@@ -516,6 +516,9 @@ export class BrokerNode {
         }
       } catch (error) {
         lastError = error;
+        if (isServiceError(error) && error.code === Status.DEADLINE_EXCEEDED) {
+          throw new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${what} did not answer within the request timeout; the outcome is unknown`);
+        }
         if (!retriable(error)) throw error;
         hint = leaderHint(error);
         if (hint === this.nodeId) hint = null;
@@ -537,7 +540,7 @@ export class BrokerNode {
       throw Object.assign(error, { leaderId: group.leaderId });
     }
     if (groupId !== META_GROUP) stampEntry(command, Date.now());
-    const reply = await group.propose(command);
+    const reply = await withTimeout(group.propose(command), this.config.requestTimeoutMs, groupId);
     return encodeJson(reply);
   }
 
@@ -612,6 +615,29 @@ function leaderHint(error: unknown): NodeId | null {
     return typeof id === 'string' && id !== '' ? id : null;
   }
   return null;
+}
+
+/**
+ * A proposal that was accepted but not applied in time: it may still commit later, so the
+ * outcome is unknown to the client (who may retry; producer ids make that safe).
+ */
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${what} did not commit within the request timeout (no quorum?); the outcome is unknown`)),
+      Math.max(1, ms),
+    );
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -62,12 +62,12 @@ export class RaftGroup<R> {
 
   constructor(private readonly options: RaftGroupOptions<R>) {
     const restored = options.storage.restoreGroup(options.groupId);
-    const fresh = restored.snapshot === null && restored.entries.length === 0 && restored.hardState.term === 0;
     this.raft = new RaftNode(
       {
         id: options.nodeId,
         random: createRandom(randomInt(0x7fffffff)),
-        initialConfig: fresh ? { voters: [...options.initialVoters], learners: [] } : undefined,
+        // The bootstrap configuration: the base config before any snapshot or config entry.
+        initialConfig: { voters: [...options.initialVoters], learners: [] },
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
         appendEntriesMax: 4096,

@@ -15,7 +15,10 @@ export { recordDeath, deathHeaders, isDeadLetterCycle } from './deaths.js';
 export type { Death, DeadLetterReason, DeathRecord, DeathSummary, Deaths, DeathHeaders, XDeathEntry } from './deaths.js';
 export { QueueArgumentError, QueueInvariantError } from './errors.js';
 export { createQueueState } from './state.js';
-export type { QueueState, MessageHeader, ConsumerState, Place, GoneReason } from './state.js';
+export type { QueueState, MessageHeader, ConsumerState, DeliveryHolder, GetHolderState, Place, GoneReason, MoveState } from './state.js';
+export { moveProgress, MOVE_WINDOW_MAX } from './move.js';
+export type { MoveProgress } from './move.js';
+export { validateDeaths } from './validate.js';
 export { pendingDeadLetterEffects } from './deadletter.js';
 export { leaderEffects } from './tick.js';
 export { DELIVERIES_PER_APPLY_MAX } from './delivery.js';
@@ -27,6 +30,8 @@ export type {
   CommandType,
   EnqueueCommand,
   ConsumerId,
+  SessionId,
+  MoveStartCommand,
   Reply,
   ErrorReply,
   ErrorCode,

@@ -10,14 +10,17 @@ import { assert } from './errors.js';
 import {
   admit,
   deliverTo,
+  holderOf,
   remove,
   type ConsumerState,
+  type DeliveryHolder,
   type GoneReason,
   type MessageHeader,
   type QueueState,
 } from './state.js';
 import type { NewMessage } from './store.js';
-import { forgetIdleProducers } from './dedup.js';
+import { forgetIdleProducers, isDuplicateSequence, rememberSequence } from './dedup.js';
+import { cancelMove, confirmMoved, failMoved, moveAvailable, startMove } from './move.js';
 import { returnMessage } from './returns.js';
 import { runTick, scheduleNextTick } from './tick.js';
 import type { ApplyResult, Command, ConsumerId, Effect, EnqueueCommand, Meta, Reply } from './types.js';
@@ -36,6 +39,8 @@ export function apply(leaderMeta: Meta, command: Command, state: QueueState): Ap
   const effects: Effect[] = [];
   const reply = applyValid(meta, command, state, effects);
   if (!state.deleted) {
+    // A move asked for by an operator is served before consumers (spec 8).
+    moveAvailable(state, meta.now, effects);
     const moreToDeliver = deliverAvailable(state, meta.now, effects);
     // The rest is delivered by the next command; a tick now makes sure one comes.
     if (moreToDeliver) effects.push({ type: 'scheduleTick', at: meta.now });
@@ -76,11 +81,27 @@ function applyValid(meta: Meta, command: Command, state: QueueState, effects: Ef
     case 'declare':
       // Spec 7: a redeclare renews the `expires` lease. Argument comparison is the topology's.
       state.lastUsedAt = meta.now;
+      // The first declare with a session makes that session the exclusive queue's owner.
+      if (state.args.exclusive && state.exclusiveOwner === null && command.sessionId !== undefined) state.exclusiveOwner = command.sessionId;
       return OK;
     case 'delete':
       return deleteQueue(state, effects);
     case 'sessionEnded':
-      if (state.args.exclusive) effects.push({ type: 'deleteQueue', reason: 'exclusive' });
+      // Without a known owner (or a session id) the machine trusts the caller, as before.
+      if (state.args.exclusive && (state.exclusiveOwner === null || command.sessionId === undefined || command.sessionId === state.exclusiveOwner)) {
+        effects.push({ type: 'deleteQueue', reason: 'exclusive' });
+      }
+      return OK;
+    case 'moveStart':
+      return startMove(state, command);
+    case 'moveConfirmed':
+      confirmMoved(state, command.moveId, command.messageIds);
+      return OK;
+    case 'moveFailed':
+      failMoved(state, command.moveId, command.messageIds, meta.now, effects);
+      return OK;
+    case 'moveCancel':
+      cancelMove(state, command.moveId);
       return OK;
   }
 }
@@ -96,15 +117,15 @@ function effectiveTtlMs(state: QueueState, command: EnqueueCommand): number {
 function isDuplicate(state: QueueState, command: EnqueueCommand, now: number): boolean {
   forgetIdleProducers(state, now);
   if (command.producerId === undefined || command.sequence === undefined) return false;
-  const known = state.producers.get(command.producerId);
-  return known !== undefined && command.sequence <= known.sequence;
+  return isDuplicateSequence(state.producers.get(command.producerId), command.sequence);
 }
 
 function rememberProducer(state: QueueState, command: EnqueueCommand, now: number): void {
   if (command.producerId === undefined || command.sequence === undefined) return;
+  const previous = state.producers.get(command.producerId);
   // Delete then set keeps the map ordered by last use, so forgetting scans only the old.
   state.producers.delete(command.producerId);
-  state.producers.set(command.producerId, { sequence: command.sequence, lastSeenAt: now });
+  state.producers.set(command.producerId, rememberSequence(previous, command.sequence, now));
 }
 
 function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState): NewMessage {
@@ -188,15 +209,23 @@ function setPrefetch(state: QueueState, consumerId: ConsumerId, prefetch: number
   return OK;
 }
 
-/** Spec 3: a leaving consumer's unacked deliveries return and count as failed. */
+/**
+ * Spec 3: a leaving consumer's unacked deliveries return and count as failed. A get
+ * holder's too; it was never a consumer, so nothing else changes.
+ */
 function cancel(meta: Meta, state: QueueState, consumerId: ConsumerId, effects: Effect[]): Reply {
-  const consumer = state.consumers.get(consumerId);
+  const consumer = holderOf(state, consumerId);
   assert(consumer !== undefined, 'validated consumer missing');
   // Highest id first: each return then lands at the cheap end of the returned index.
   for (const messageId of [...consumer.unacked.values()].reverse()) {
     const message = state.messages.get(messageId);
     assert(message !== undefined, () => `unacked message ${messageId} missing`);
     returnMessage(state, message, meta.now, meta.now, effects);
+  }
+  if (!state.consumers.has(consumerId)) {
+    // A get holder: the last return removed it.
+    assert(!state.getHolders.has(consumerId), 'get holder left with nothing');
+    return OK;
   }
   state.consumers.delete(consumerId);
   if (state.activeConsumerId === consumerId) state.activeConsumerId = null;
@@ -217,7 +246,8 @@ function settle(
   multiple: boolean | undefined,
   settleOne: (message: MessageHeader) => void,
 ): Reply {
-  const consumer = state.consumers.get(consumerId);
+  // A get holder that settles its last tag goes away inside `settleOne`; `consumer` stays readable.
+  const consumer = holderOf(state, consumerId);
   assert(consumer !== undefined, 'validated consumer missing');
   const tags = multiple === true ? [...consumer.unacked.keys()].filter((tag) => tag <= deliveryTag) : [deliveryTag];
   for (const tag of tags) {
@@ -237,10 +267,20 @@ function get(meta: Meta, state: QueueState, ackMode: 'auto' | 'manual', consumer
     remove(state, message, 'acked');
     return { type: 'message', message: delivered };
   }
-  const consumer = state.consumers.get(consumerId ?? '');
-  assert(consumer !== undefined, 'validated consumer missing');
+  assert(consumerId !== undefined, 'validated consumer id missing');
+  const consumer = holderOf(state, consumerId) ?? newGetHolder(state, consumerId);
   const tag = deliverTo(state, message, consumer, meta.now);
   return { type: 'message', message: describeDelivery(message, tag) };
+}
+
+/**
+ * A manual get under an id that is not subscribed: a holder of that one delivery (and of
+ * later gets under the same id) until they are settled. Made only when there is a message.
+ */
+function newGetHolder(state: QueueState, id: ConsumerId): DeliveryHolder {
+  const holder: DeliveryHolder = { id, unacked: new Map(), nextDeliveryTag: 1 };
+  state.getHolders.set(id, holder);
+  return holder;
 }
 
 /** Drops every ready and delayed message (purge, delete). Unacked ones stay with consumers. */
@@ -266,6 +306,7 @@ function deleteQueue(state: QueueState, effects: Effect[]): Reply {
   for (const consumer of state.consumers.values()) consumer.unacked.clear();
   dropWaiting(state, 'deleted', effects);
   state.consumers.clear();
+  state.getHolders.clear();
   state.expiryHeap.clear();
   state.activeConsumerId = null;
   state.deleted = true;

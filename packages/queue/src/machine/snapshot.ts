@@ -12,14 +12,22 @@ import { IdDeque } from './deque.js';
 import type { Deaths } from './deaths.js';
 import { assert, QueueInvariantError } from './errors.js';
 import { DeadlineHeap } from './heap.js';
-import type { ConsumerState, GoneReason, Place, PlaceTotals, QueueState } from './state.js';
-import { MessageStore, type PlainMessageHeader } from './store.js';
+import { emptyGone, emptyTotals, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
+import { MessageStore, PLACE_CODE, PLACES, type PlainMessageHeader } from './store.js';
 import type { ConsumerId } from './types.js';
+import type { ProducerRecord } from './dedup.js';
 
 /** 2: binary `encodeSnapshot` (the plain `snapshot()` layout is unchanged from 1). */
 export const SNAPSHOT_VERSION = 2;
 
 interface ConsumerSnapshot extends Omit<ConsumerState, 'unacked'> {
+  readonly unacked: Array<[number, number]>;
+}
+
+/** A get holder: id, next tag and its unacked deliveries (tag, message id) in tag order. */
+interface GetHolderSnapshot {
+  readonly id: ConsumerId;
+  readonly nextDeliveryTag: number;
   readonly unacked: Array<[number, number]>;
 }
 
@@ -34,7 +42,7 @@ export interface QueueSnapshot {
   readonly totals: Record<Place, PlaceTotals>;
   readonly consumers: ConsumerSnapshot[];
   readonly activeConsumerId: string | null;
-  readonly producers: Array<[string, { sequence: number; lastSeenAt: number }]>;
+  readonly producers: Array<[string, ProducerRecord]>;
   readonly serveSeq: number;
   readonly hadConsumer: boolean;
   readonly lastUsedAt: number;
@@ -44,6 +52,12 @@ export interface QueueSnapshot {
   readonly lastIndex: number;
   readonly gone: Record<GoneReason, number>;
   readonly enqueued: number;
+  /** Present only when set (snapshots of queues without one are as before). */
+  readonly exclusiveOwner?: string;
+  /** Present only when a move was started. */
+  readonly move?: MoveState;
+  /** Present only when manual gets hold deliveries, in creation order. */
+  readonly getHolders?: GetHolderSnapshot[];
 }
 
 export function snapshot(state: QueueState): QueueSnapshot {
@@ -75,6 +89,11 @@ function scalarFields(state: QueueState): Omit<StateFields, 'ready' | 'delayedHe
     lastIndex: state.lastIndex,
     gone: state.gone,
     enqueued: state.enqueued,
+    ...(state.exclusiveOwner === null ? {} : { exclusiveOwner: state.exclusiveOwner }),
+    ...(state.move === null ? {} : { move: { ...state.move } }),
+    ...(state.getHolders.size === 0
+      ? {}
+      : { getHolders: [...state.getHolders.values()].map((h) => ({ id: h.id, nextDeliveryTag: h.nextDeliveryTag, unacked: [...h.unacked.entries()] })) }),
   };
 }
 
@@ -97,8 +116,11 @@ function assemble(
     ready: copy.ready.map((level) => ({ returned: level.returned, fresh: IdDeque.fromArray(level.fresh) })),
     delayedHeap: new DeadlineHeap(copy.delayedHeap),
     expiryHeap: new DeadlineHeap(copy.expiryHeap),
-    totals: copy.totals,
+    totals: { ...emptyTotals(), ...copy.totals },
     consumers: new Map(copy.consumers.map((c) => [c.id, { ...c, unacked: new Map(c.unacked) }])),
+    getHolders: new Map(
+      (copy.getHolders ?? []).map((h) => [h.id, { id: h.id, nextDeliveryTag: h.nextDeliveryTag, unacked: new Map(h.unacked) }]),
+    ),
     activeConsumerId: copy.activeConsumerId,
     producers: new Map(copy.producers),
     serveSeq: copy.serveSeq,
@@ -108,8 +130,11 @@ function assemble(
     deleted: copy.deleted,
     clockMs: copy.clockMs,
     lastIndex: copy.lastIndex,
-    gone: copy.gone,
+    // Snapshots from before moves lack the `moving` totals and the `moved` count.
+    gone: { ...emptyGone(), ...copy.gone },
     enqueued: copy.enqueued,
+    exclusiveOwner: copy.exclusiveOwner ?? null,
+    move: copy.move === undefined ? null : { ...copy.move },
   };
   assert(state.ready.length === state.args.maxPriority + 1, 'snapshot has the wrong number of priority levels');
   return state;
@@ -148,8 +173,8 @@ const enum Kind {
   DeltaI32 = 3,
   F64 = 4,
 }
-const PLACE_CODES: Readonly<Record<Place, number>> = { ready: 0, delayed: 1, delivered: 2, deadLettering: 3 };
-const PLACE_NAMES: readonly Place[] = ['ready', 'delayed', 'delivered', 'deadLettering'];
+const PLACE_CODES: Readonly<Record<Place, number>> = PLACE_CODE;
+const PLACE_NAMES: readonly Place[] = PLACES;
 
 interface BinaryMeta extends Omit<StateFields, 'ready' | 'delayedHeap' | 'expiryHeap'> {
   readonly messageCount: number;
@@ -440,18 +465,22 @@ export function encodeSnapshot(state: QueueState): Uint8Array {
   // Per-message columns are gathered one at a time into one scratch array, twice: once
   // to choose the kind and size, once to write, so the output is allocated exactly once.
   const scratch = new Float64Array(n);
-  const gather = (column: Float64Array | Int32Array | Uint8Array): Float64Array => {
+  const gather = (column: Float64Array | Int32Array): Float64Array => {
     for (let i = 0; i < n; i += 1) scratch[i] = column[slots[i] as number] as number;
+    return scratch;
+  };
+  const gatherWith = (valueAt: (slot: number) => number): Float64Array => {
+    for (let i = 0; i < n; i += 1) scratch[i] = valueAt(slots[i] as number);
     return scratch;
   };
   const messageColumns: Array<() => Float64Array | Int32Array> = [
     () => gather(store.ids),
-    () => gather(store.sizes),
+    () => gatherWith((slot) => store.sizeAt(slot)),
     () => gather(store.expiresAts),
     () => gather(store.notBefores),
     () => gather(store.deliveryCounts),
-    () => gather(store.priorities),
-    () => gather(store.places),
+    () => gatherWith((slot) => store.priorityAt(slot)),
+    () => gatherWith((slot) => store.placeCodeAt(slot)),
     () => routeIndexes,
   ];
   const lists: NumberColumn[] = [];
@@ -502,6 +531,9 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
   if (!Array.isArray(meta.routes) || !Array.isArray(meta.deaths) || !Array.isArray(meta.expirations) || !Array.isArray(meta.deliveries)) {
     corrupt('meta lacks its side tables');
   }
+  if (meta.exclusiveOwner !== undefined && typeof meta.exclusiveOwner !== 'string') corrupt('bad exclusive owner');
+  if (meta.move !== undefined && !isMoveState(meta.move)) corrupt('bad move');
+  if (meta.getHolders !== undefined) checkGetHolders(meta.getHolders, meta.consumers);
   const n = meta.messageCount;
   const ids = reader.column('ids', n);
   const sizes = reader.column('sizes', n);
@@ -543,12 +575,14 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
     if (!Number.isInteger(priority) || priority < 0 || priority > maxPriority) corrupt(`message ${id} has priority ${priority}`);
     const place = PLACE_NAMES[placeCode];
     if (place === undefined) corrupt(`message ${id} has place code ${placeCode}`);
+    const size = sizes[i] as number;
+    if (!Number.isSafeInteger(size) || size < 0) corrupt(`message ${id} has size ${size}`);
     const count = deliveryCounts[i] as number;
     if (!Number.isInteger(count) || count < 0 || count > 0x7fffffff) corrupt(`message ${id} has delivery count ${count}`);
     const header = store.insert(
       {
         id,
-        sizeBytes: sizes[i] as number,
+        sizeBytes: size,
         priority,
         exchange: route.exchange,
         routingKeys: route.routingKeys,
@@ -575,8 +609,54 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
     header.setDelivery(consumerId, tag, at);
   }
   if (store.deliveries.size !== countPlace(places, PLACE_CODES.delivered)) corrupt('delivered messages without a delivery');
+  for (const holder of meta.getHolders ?? []) {
+    for (const [tag, id] of holder.unacked) {
+      const delivery = store.get(id)?.delivery;
+      if (delivery === undefined || delivery.consumerId !== holder.id || delivery.tag !== tag) corrupt(`get holder ${holder.id} tag ${tag}: no such delivery of message ${id}`);
+    }
+  }
   const { messageCount: _n, levels: _l, routes: _r, deaths: _d, expirations: _e, deliveries: _v, ...rest } = meta;
   return assemble({ ...rest, ready, delayedHeap, expiryHeap }, store);
+}
+
+function isMoveState(value: unknown): value is MoveState {
+  if (typeof value !== 'object' || value === null) return false;
+  const move = value as Record<string, unknown>;
+  const counts = ['window', 'count', 'handedOut', 'moved', 'failed'].every((field) => Number.isSafeInteger(move[field]) && (move[field] as number) >= 0);
+  return (
+    counts &&
+    typeof move['id'] === 'string' &&
+    typeof move['exchange'] === 'string' &&
+    (move['routingKey'] === null || typeof move['routingKey'] === 'string') &&
+    typeof move['cancelled'] === 'boolean' &&
+    typeof move['done'] === 'boolean'
+  );
+}
+
+/** Get holders: well formed, each holding something, ids unique and not a consumer's. */
+function checkGetHolders(holders: unknown, consumers: unknown): void {
+  if (!Array.isArray(holders) || holders.length === 0) corrupt('bad get holders');
+  const consumerIds = new Set(Array.isArray(consumers) ? consumers.map((c: { id?: unknown }) => c?.id) : []);
+  const seen = new Set<string>();
+  for (const holder of holders as unknown[]) {
+    const h = holder as Partial<Record<keyof GetHolderSnapshot, unknown>> | null;
+    if (typeof h !== 'object' || h === null || typeof h.id !== 'string' || h.id === '') corrupt('bad get holder');
+    const id = h.id as string;
+    if (seen.has(id) || consumerIds.has(id)) corrupt(`get holder ${id} twice or also a consumer`);
+    seen.add(id);
+    const next = h.nextDeliveryTag;
+    if (!Number.isSafeInteger(next) || (next as number) < 1) corrupt(`get holder ${id} has next tag ${String(next)}`);
+    const unacked = h.unacked;
+    if (!Array.isArray(unacked) || unacked.length === 0) corrupt(`get holder ${id} holds nothing`);
+    let lastTag = 0;
+    for (const entry of unacked as unknown[]) {
+      const [tag, messageId] = Array.isArray(entry) ? (entry as unknown[]) : [];
+      if (!Number.isSafeInteger(tag) || (tag as number) <= lastTag || (tag as number) >= (next as number) || !Number.isSafeInteger(messageId)) {
+        corrupt(`get holder ${id} has a bad unacked entry`);
+      }
+      lastTag = tag as number;
+    }
+  }
 }
 
 function countPlace(places: Float64Array, code: number): number {

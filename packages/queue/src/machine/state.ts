@@ -1,7 +1,8 @@
 /**
  * The queue's replicated state and the primitive moves of a message between places.
  * Every message is in exactly one place: ready, delayed, delivered (unacked by one
- * consumer) or deadLettering (held until the dead-letter targets confirmed it).
+ * consumer), deadLettering (held until the dead-letter targets confirmed it) or moving
+ * (handed out by a move, held until the destination confirmed it).
  * Counters per place are kept in step with the moves here and nowhere else.
  */
 import type { QueueArguments } from './arguments.js';
@@ -10,23 +11,63 @@ import { DeadlineHeap } from './heap.js';
 import { IdDeque } from './deque.js';
 import { assert } from './errors.js';
 import type { ConsumerId } from './types.js';
+import type { ProducerRecord } from './dedup.js';
 
 export type { Place } from './store.js';
 export { MessageHeader } from './store.js';
 
 /** Where a message went when it left the queue. */
-export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted';
+export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted' | 'moved';
 
-export interface ConsumerState {
+/**
+ * A move (spec 8): hand ready messages out, `window` at a time, to be republished to
+ * `exchange`; each leaves the queue when `moveConfirmed` names it. Kept after it is done
+ * (until the next `moveStart`) so that its progress stays visible.
+ */
+export interface MoveState {
+  readonly id: string;
+  /** Destination exchange ("" with `routingKey` = queue name for a destination queue). */
+  readonly exchange: string;
+  /** The routing key to publish with; null keeps each message's own routing keys. */
+  readonly routingKey: string | null;
+  /** At most this many messages in the `moving` place at once. */
+  readonly window: number;
+  /** How many to move: the ready count at `moveStart`, capped by its `limit`. */
+  readonly count: number;
+  /** Handed out so far (count - handedOut are still to go). */
+  handedOut: number;
+  /** Confirmed by the destination: they left the queue (gone as `moved`). */
+  moved: number;
+  /** Refused by the destination and put back (or expired on the way back). */
+  failed: number;
+  cancelled: boolean;
+  done: boolean;
+}
+
+/**
+ * Whoever holds unacked deliveries: a subscribed consumer, or a get holder (below). Both
+ * are settled the same way: by id and delivery tag.
+ */
+export interface DeliveryHolder {
   readonly id: ConsumerId;
+  /** Unacked deliveries, delivery tag -> message id, in tag order. */
+  readonly unacked: Map<number, number>;
+  nextDeliveryTag: number;
+}
+
+/**
+ * A manual `get` (basic.get without auto-ack) under an id that is not subscribed: it only
+ * holds what it got. Never pushed to, never counted as a consumer (auto_delete, expires,
+ * if_unused, status), and gone as soon as it holds nothing (`detachFromConsumer`).
+ */
+export type GetHolderState = DeliveryHolder;
+
+export interface ConsumerState extends DeliveryHolder {
   /** 0 means unlimited, as in AMQP basic.qos. */
   prefetch: number;
   readonly priority: number;
   /** Raft index of the subscribe: "oldest" for single-active-consumer hand-over. */
   readonly registeredIndex: number;
-  /** Unacked deliveries, delivery tag -> message id, in tag order. */
-  readonly unacked: Map<number, number>;
-  nextDeliveryTag: number;
   /** Round-robin among equal-priority consumers: who was served least recently. */
   lastServedSeq: number;
 }
@@ -57,11 +98,17 @@ export interface QueueState {
   readonly delayedHeap: DeadlineHeap;
   readonly expiryHeap: DeadlineHeap;
   readonly totals: Record<Place, PlaceTotals>;
+  /** Subscribed consumers only: the ones deliveries are pushed to and that count as consumers. */
   readonly consumers: Map<ConsumerId, ConsumerState>;
+  /**
+   * Get holders by id (disjoint from `consumers`), each with at least one unacked delivery;
+   * in creation order.
+   */
+  readonly getHolders: Map<ConsumerId, GetHolderState>;
   /** Single active consumer only: the one that may receive. */
   activeConsumerId: ConsumerId | null;
   /** Producer id -> highest stored sequence; ordered by last use (oldest first). */
-  readonly producers: Map<string, { sequence: number; lastSeenAt: number }>;
+  readonly producers: Map<string, ProducerRecord>;
   serveSeq: number;
   hadConsumer: boolean;
   lastUsedAt: number;
@@ -75,6 +122,10 @@ export interface QueueState {
   /** Messages that left the queue, by why. Enqueued = live + sum of these. */
   readonly gone: Record<GoneReason, number>;
   enqueued: number;
+  /** Exclusive queues: the session that declared it first (spec 7); null when none known. */
+  exclusiveOwner: string | null;
+  /** The current or last move (spec 8), or null. */
+  move: MoveState | null;
 }
 
 export function createQueueState(name: string, args: QueueArguments, now = 0): QueueState {
@@ -89,6 +140,7 @@ export function createQueueState(name: string, args: QueueArguments, now = 0): Q
     expiryHeap: new DeadlineHeap(),
     totals: emptyTotals(),
     consumers: new Map(),
+    getHolders: new Map(),
     activeConsumerId: null,
     producers: new Map(),
     serveSeq: 0,
@@ -98,9 +150,15 @@ export function createQueueState(name: string, args: QueueArguments, now = 0): Q
     deleted: false,
     clockMs: now,
     lastIndex: 0,
-    gone: { acked: 0, rejected: 0, expired: 0, maxlen: 0, delivery_limit: 0, purged: 0, deleted: 0 },
+    gone: emptyGone(),
     enqueued: 0,
+    exclusiveOwner: null,
+    move: null,
   };
+}
+
+export function emptyGone(): Record<GoneReason, number> {
+  return { acked: 0, rejected: 0, expired: 0, maxlen: 0, delivery_limit: 0, purged: 0, deleted: 0, moved: 0 };
 }
 
 export function emptyTotals(): Record<Place, PlaceTotals> {
@@ -109,6 +167,7 @@ export function emptyTotals(): Record<Place, PlaceTotals> {
     delayed: { count: 0, bytes: 0 },
     delivered: { count: 0, bytes: 0 },
     deadLettering: { count: 0, bytes: 0 },
+    moving: { count: 0, bytes: 0 },
   };
 }
 
@@ -186,7 +245,12 @@ export function release(state: QueueState, message: MessageHeader): void {
   makeReadyFresh(state, message);
 }
 
-export function deliverTo(state: QueueState, message: MessageHeader, consumer: ConsumerState, now: number): number {
+/** The subscribed consumer or get holder with this id. */
+export function holderOf(state: QueueState, id: ConsumerId): DeliveryHolder | undefined {
+  return state.consumers.get(id) ?? state.getHolders.get(id);
+}
+
+export function deliverTo(state: QueueState, message: MessageHeader, consumer: DeliveryHolder, now: number): number {
   assert(message.place === 'ready', 'only a ready message can be delivered');
   leave(state, message);
   enter(state, message, 'delivered');
@@ -197,14 +261,16 @@ export function deliverTo(state: QueueState, message: MessageHeader, consumer: C
   return tag;
 }
 
+/** Every delivery ends here; a get holder left with nothing goes (nothing leaks). */
 function detachFromConsumer(state: QueueState, message: MessageHeader): void {
   if (message.place !== 'delivered') return;
   const delivery = message.delivery;
-  const consumer = delivery === undefined ? undefined : state.consumers.get(delivery.consumerId);
+  const consumer = delivery === undefined ? undefined : holderOf(state, delivery.consumerId);
   assert(delivery !== undefined && consumer !== undefined, () => `delivered message ${message.id} has no consumer`);
   const removed = consumer.unacked.delete(delivery.tag);
   assert(removed, () => `message ${message.id} missing from its consumer's unacked`);
   message.setDelivery(null, 0, 0);
+  if (consumer.unacked.size === 0 && state.getHolders.get(consumer.id) === consumer) state.getHolders.delete(consumer.id);
 }
 
 /** The message leaves the queue for good. Ready/delayed index entries go lazily. */
@@ -220,6 +286,20 @@ export function holdForDeadLetter(state: QueueState, message: MessageHeader): vo
   detachFromConsumer(state, message);
   leave(state, message);
   enter(state, message, 'deadLettering');
+}
+
+/** Hands a ready message to the current move, until the destination confirmed it. */
+export function holdForMove(state: QueueState, message: MessageHeader): void {
+  assert(message.place === 'ready', 'only a ready message can be moved');
+  leave(state, message);
+  enter(state, message, 'moving');
+}
+
+/** The destination refused a moving message: it rejoins the tail of its priority level. */
+export function unholdMoving(state: QueueState, message: MessageHeader): void {
+  assert(message.place === 'moving', 'only a moving message can come back from a move');
+  leave(state, message);
+  makeReadyFresh(state, message);
 }
 
 /** Removes and returns the next message to deliver, skipping entries that left lazily. */

@@ -4,7 +4,8 @@
  * an intrusive free list for slot reuse, and the rare or variable parts in side tables:
  * (exchange, routing keys) interned with reference counts, deaths, the per-message
  * `expiration` property and the current delivery (consumer, tag, time) keyed by id only
- * while present. About 42 bytes of columns plus ~8 bytes of index per message.
+ * while present (and a size of 4 GiB or more, which the 32-bit size column escapes).
+ * About 37 bytes of columns plus ~8 bytes of index per message.
  *
  * `get` hands out a `MessageHeader` view onto a slot; a view is valid until its message
  * is removed (views are short-lived, within one command).
@@ -13,10 +14,10 @@ import type { Deaths } from './deaths.js';
 import { assert } from './errors.js';
 import type { ConsumerId } from './types.js';
 
-export type Place = 'ready' | 'delayed' | 'delivered' | 'deadLettering';
+export type Place = 'ready' | 'delayed' | 'delivered' | 'deadLettering' | 'moving';
 
-const PLACES: readonly Place[] = ['ready', 'delayed', 'delivered', 'deadLettering'];
-const PLACE_CODE: Readonly<Record<Place, number>> = { ready: 0, delayed: 1, delivered: 2, deadLettering: 3 };
+export const PLACES: readonly Place[] = ['ready', 'delayed', 'delivered', 'deadLettering', 'moving'];
+export const PLACE_CODE: Readonly<Record<Place, number>> = { ready: 0, delayed: 1, delivered: 2, deadLettering: 3, moving: 4 };
 
 /** What an enqueue knows about a new message. */
 export interface NewMessage {
@@ -48,6 +49,12 @@ export interface Delivery {
 
 const INITIAL_CAPACITY = 16;
 
+/** The `sizes` column holds sizes below this; a larger size is in `bigSizes` (rare). */
+const SIZE_ESCAPE = 0xffffffff;
+/** `flags` = priority (0..31, 5 bits) | place code << 5 (3 bits). */
+const PRIORITY_BITS = 5;
+const PRIORITY_MASK = (1 << PRIORITY_BITS) - 1;
+
 /** A view of one live message's header, backed by the store's columns. */
 export class MessageHeader {
   constructor(
@@ -58,11 +65,11 @@ export class MessageHeader {
   ) {}
 
   get sizeBytes(): number {
-    return this.store.sizes[this.slot] as number;
+    return this.store.sizeAt(this.slot);
   }
   /** Clamped to the queue's max_priority; 0 when priorities are off. */
   get priority(): number {
-    return this.store.priorities[this.slot] as number;
+    return (this.store.flags[this.slot] as number) & PRIORITY_MASK;
   }
   get exchange(): string {
     return this.store.routeExchange(this.slot);
@@ -104,10 +111,11 @@ export class MessageHeader {
     this.store.deliveryCounts[this.slot] = count;
   }
   get place(): Place {
-    return PLACES[this.store.places[this.slot] as number] as Place;
+    return PLACES[(this.store.flags[this.slot] as number) >> PRIORITY_BITS] as Place;
   }
   set place(place: Place) {
-    this.store.places[this.slot] = PLACE_CODE[place];
+    const flags = this.store.flags;
+    flags[this.slot] = ((flags[this.slot] as number) & PRIORITY_MASK) | (PLACE_CODE[place] << PRIORITY_BITS);
   }
   /** Set while `place === 'delivered'`. */
   get consumerId(): ConsumerId | null {
@@ -152,15 +160,18 @@ export class MessageHeader {
 export class MessageStore {
   /** Message id per slot; -1 for a free slot. */
   ids = new Float64Array(INITIAL_CAPACITY).fill(-1);
-  sizes = new Float64Array(INITIAL_CAPACITY);
+  /** Body size per slot; SIZE_ESCAPE means "4 GiB or more, see `bigSizes`". */
+  sizes = new Uint32Array(INITIAL_CAPACITY);
   expiresAts = new Float64Array(INITIAL_CAPACITY);
   notBefores = new Float64Array(INITIAL_CAPACITY);
   deliveryCounts = new Int32Array(INITIAL_CAPACITY);
   /** Interned (exchange, routing keys) per live slot; next free slot per free slot. */
   routes = new Int32Array(INITIAL_CAPACITY);
-  priorities = new Uint8Array(INITIAL_CAPACITY);
-  places = new Uint8Array(INITIAL_CAPACITY);
+  /** Priority and place code packed in one byte (see PRIORITY_BITS). */
+  flags = new Uint8Array(INITIAL_CAPACITY);
 
+  /** Sizes that do not fit the 32-bit column, by id (only while present). */
+  readonly bigSizes = new Map<number, number>();
   readonly deaths = new Map<number, Deaths>();
   readonly expirations = new Map<number, number>();
   readonly deliveries = new Map<number, Delivery>();
@@ -232,6 +243,19 @@ export class MessageStore {
     return slots;
   }
 
+  sizeAt(slot: number): number {
+    const size = this.sizes[slot] as number;
+    return size !== SIZE_ESCAPE ? size : (this.bigSizes.get(this.ids[slot] as number) as number);
+  }
+
+  priorityAt(slot: number): number {
+    return (this.flags[slot] as number) & PRIORITY_MASK;
+  }
+
+  placeCodeAt(slot: number): number {
+    return (this.flags[slot] as number) >> PRIORITY_BITS;
+  }
+
   /** The interned (exchange, routing keys) of a route id (binary snapshots). */
   route(routeId: number): { readonly exchange: string; readonly routingKeys: readonly string[] } {
     const entry = this.routeTable[routeId];
@@ -242,15 +266,21 @@ export class MessageStore {
   insert(message: NewMessage, place: Place): MessageHeader {
     assert(!this.has(message.id), () => `message ${message.id} enqueued twice`);
     assert(message.id >= 0 && Number.isSafeInteger(message.id), () => `message id ${message.id} not a safe non-negative integer`);
+    assert(message.priority >= 0 && message.priority <= PRIORITY_MASK, () => `priority ${message.priority} of message ${message.id} out of range`);
+    assert(Number.isSafeInteger(message.sizeBytes) && message.sizeBytes >= 0, () => `size ${message.sizeBytes} of message ${message.id} not a safe non-negative integer`);
     const slot = this.allocate();
     this.ids[slot] = message.id;
-    this.sizes[slot] = message.sizeBytes;
+    if (message.sizeBytes < SIZE_ESCAPE) {
+      this.sizes[slot] = message.sizeBytes;
+    } else {
+      this.sizes[slot] = SIZE_ESCAPE;
+      this.bigSizes.set(message.id, message.sizeBytes);
+    }
     this.expiresAts[slot] = message.expiresAt;
     this.notBefores[slot] = message.notBefore;
     this.deliveryCounts[slot] = 0;
     this.routes[slot] = this.internRoute(message.exchange, message.routingKeys);
-    this.priorities[slot] = message.priority;
-    this.places[slot] = PLACE_CODE[place];
+    this.flags[slot] = message.priority | (PLACE_CODE[place] << PRIORITY_BITS);
     if (message.deaths !== null) this.deaths.set(message.id, message.deaths);
     if (message.expirationMs >= 0) this.expirations.set(message.id, message.expirationMs);
     this.indexInsert(message.id, slot);
@@ -273,6 +303,7 @@ export class MessageStore {
     this.ids[slot] = -1;
     this.routes[slot] = this.freeHead;
     this.freeHead = slot;
+    if (this.bigSizes.size > 0) this.bigSizes.delete(id);
     if (this.deaths.size > 0) this.deaths.delete(id);
     if (this.expirations.size > 0) this.expirations.delete(id);
     if (this.deliveries.size > 0) this.deliveries.delete(id);
@@ -351,13 +382,12 @@ export class MessageStore {
     const ids = new Float64Array(capacity).fill(-1);
     ids.set(this.ids);
     this.ids = ids;
-    this.sizes = grown(new Float64Array(capacity), this.sizes);
+    this.sizes = grown(new Uint32Array(capacity), this.sizes);
     this.expiresAts = grown(new Float64Array(capacity), this.expiresAts);
     this.notBefores = grown(new Float64Array(capacity), this.notBefores);
     this.deliveryCounts = grown(new Int32Array(capacity), this.deliveryCounts);
     this.routes = grown(new Int32Array(capacity), this.routes);
-    this.priorities = grown(new Uint8Array(capacity), this.priorities);
-    this.places = grown(new Uint8Array(capacity), this.places);
+    this.flags = grown(new Uint8Array(capacity), this.flags);
   }
 
   slotOf(id: number): number {
@@ -426,7 +456,7 @@ function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
-function grown<T extends Float64Array | Int32Array | Uint8Array>(next: T, previous: T): T {
+function grown<T extends Float64Array | Int32Array | Uint32Array | Uint8Array>(next: T, previous: T): T {
   next.set(previous as ArrayLike<number>);
   return next;
 }

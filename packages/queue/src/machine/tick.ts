@@ -5,9 +5,10 @@
  * tick through an effect, so that every deadline is met within one tick.
  */
 import { deadLetter, isExpired, pendingDeadLetterEffects } from './deadletter.js';
-import { release, type MessageHeader, type QueueState } from './state.js';
+import { release, type DeliveryHolder, type MessageHeader, type QueueState } from './state.js';
 import type { Effect } from './types.js';
 import { forgetIdleProducers } from './dedup.js';
+import { pendingMoveEffects } from './move.js';
 import { returnMessage } from './returns.js';
 
 export function runTick(state: QueueState, now: number, effects: Effect[]): void {
@@ -39,11 +40,19 @@ function releaseDue(state: QueueState, now: number): void {
   }
 }
 
-/** Spec 3: a delivery unacked longer than consumer_timeout is returned and counted. */
+/** Subscribed consumers, then get holders: everyone holding unacked deliveries, in a fixed order. */
+function holders(state: QueueState): DeliveryHolder[] {
+  return [...state.consumers.values(), ...state.getHolders.values()];
+}
+
+/**
+ * Spec 3: a delivery unacked longer than consumer_timeout is returned and counted, a get
+ * holder's too (which then goes, once it holds nothing).
+ */
 function timeOutDeliveries(state: QueueState, now: number, effects: Effect[]): void {
   const timeoutMs = state.args.consumerTimeoutMs;
   if (timeoutMs === null) return;
-  for (const consumer of state.consumers.values()) {
+  for (const consumer of holders(state)) {
     const due: MessageHeader[] = [];
     for (const messageId of consumer.unacked.values()) {
       const message = state.messages.get(messageId);
@@ -56,11 +65,23 @@ function timeOutDeliveries(state: QueueState, now: number, effects: Effect[]): v
   }
 }
 
-/** Spec 7 `expires`: unused (no consumers, no get, no redeclare) for that long. */
+/**
+ * Spec 7 `expires`: unused (no consumers, no get, no redeclare) for that long. Get holders
+ * are not consumers: a get renews the lease, holding its message does not.
+ */
 function maybeExpireQueue(state: QueueState, now: number, effects: Effect[]): void {
   const expiresMs = state.args.expiresMs;
   if (expiresMs === null || state.consumers.size > 0) return;
   if (state.lastUsedAt + expiresMs <= now) effects.push({ type: 'deleteQueue', reason: 'expires' });
+}
+
+/** Unacked is in tag order and tags are handed out as time goes on: the first is oldest. */
+function oldestDeliveryAt(state: QueueState, holder: DeliveryHolder): number {
+  for (const messageId of holder.unacked.values()) {
+    const message = state.messages.get(messageId);
+    return message === undefined ? Number.POSITIVE_INFINITY : message.deliveredAt;
+  }
+  return Number.POSITIVE_INFINITY;
 }
 
 function earliestDeadline(state: QueueState): number {
@@ -68,15 +89,10 @@ function earliestDeadline(state: QueueState): number {
   earliest = Math.min(earliest, state.expiryHeap.peekDeadline() ?? earliest, state.delayedHeap.peekDeadline() ?? earliest);
   const timeoutMs = state.args.consumerTimeoutMs;
   if (timeoutMs !== null) {
-    for (const consumer of state.consumers.values()) {
-      // Unacked is in tag order and tags are handed out as time goes on: the first is oldest.
-      for (const messageId of consumer.unacked.values()) {
-        const message = state.messages.get(messageId);
-        if (message !== undefined) earliest = Math.min(earliest, message.deliveredAt + timeoutMs);
-        break;
-      }
-    }
+    for (const consumer of state.consumers.values()) earliest = Math.min(earliest, oldestDeliveryAt(state, consumer) + timeoutMs);
+    for (const holder of state.getHolders.values()) earliest = Math.min(earliest, oldestDeliveryAt(state, holder) + timeoutMs);
   }
+  // Get holders do not count: only subscribed consumers keep an unused queue alive.
   if (state.args.expiresMs !== null && state.consumers.size === 0) earliest = Math.min(earliest, state.lastUsedAt + state.args.expiresMs);
   return earliest;
 }
@@ -93,11 +109,12 @@ export function scheduleNextTick(state: QueueState, now: number, effects: Effect
 
 /**
  * What a newly elected leader must (re)issue, since effects run on the leader only: the
- * dead-letters still awaiting confirmation and the next tick. Safe to run twice.
+ * dead-letters still awaiting confirmation, the moves still in flight and the next tick.
+ * Safe to run twice.
  */
 export function leaderEffects(state: QueueState, now: number): Effect[] {
   if (state.deleted) return [];
-  const effects = pendingDeadLetterEffects(state);
+  const effects = [...pendingDeadLetterEffects(state), ...pendingMoveEffects(state)];
   const earliest = earliestDeadline(state);
   if (earliest !== Number.POSITIVE_INFINITY) effects.push({ type: 'scheduleTick', at: Math.max(earliest, now) });
   return effects;

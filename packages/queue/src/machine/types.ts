@@ -16,6 +16,12 @@ export interface Meta {
 
 export type ConsumerId = string;
 
+/**
+ * The client session a command comes from (spec 7, exclusive queues). Optional on every
+ * command that carries it: without it the command is trusted (as before sessions existed).
+ */
+export type SessionId = string;
+
 export interface EnqueueCommand {
   readonly type: 'enqueue';
   /** Body size in bytes; the body itself lives in the message store under the entry's index. */
@@ -36,7 +42,13 @@ export interface EnqueueCommand {
 
 export type Command =
   | EnqueueCommand
-  | { readonly type: 'subscribe'; readonly consumerId: ConsumerId; readonly prefetch: number; readonly priority?: number }
+  | {
+      readonly type: 'subscribe';
+      readonly consumerId: ConsumerId;
+      readonly prefetch: number;
+      readonly priority?: number;
+      readonly sessionId?: SessionId;
+    }
   | { readonly type: 'credit'; readonly consumerId: ConsumerId; readonly prefetch: number }
   | { readonly type: 'cancel'; readonly consumerId: ConsumerId }
   /** The consumer's connection or node is gone: same as cancel, but replicated as a fact. */
@@ -51,15 +63,43 @@ export type Command =
       readonly delayMs?: number;
     }
   | { readonly type: 'discard'; readonly consumerId: ConsumerId; readonly deliveryTag: number; readonly multiple?: boolean }
-  /** basic.get. `manual` hands the message to `consumerId`, which must settle it. */
-  | { readonly type: 'get'; readonly ackMode: 'auto' | 'manual'; readonly consumerId?: ConsumerId }
-  | { readonly type: 'purge' }
+  /**
+   * basic.get. `manual` hands the message to `consumerId` (non-empty), which must settle it:
+   * a subscribed consumer, or else a get holder made for that id (gone once settled).
+   */
+  | { readonly type: 'get'; readonly ackMode: 'auto' | 'manual'; readonly consumerId?: ConsumerId; readonly sessionId?: SessionId }
+  | { readonly type: 'purge'; readonly sessionId?: SessionId }
   | { readonly type: 'tick' }
   /** At-least-once dead-lettering: the targets committed these messages; forget them. */
   | { readonly type: 'deadLetterConfirmed'; readonly messageIds: readonly number[] }
-  | { readonly type: 'declare' }
-  | { readonly type: 'delete'; readonly ifUnused?: boolean; readonly ifEmpty?: boolean }
-  | { readonly type: 'sessionEnded' };
+  /** Renews the `expires` lease; an exclusive queue's first declare with a session records its owner. */
+  | { readonly type: 'declare'; readonly sessionId?: SessionId }
+  | { readonly type: 'delete'; readonly ifUnused?: boolean; readonly ifEmpty?: boolean; readonly sessionId?: SessionId }
+  /** A client session ended: an exclusive queue owned by it (or without a known owner) goes. */
+  | { readonly type: 'sessionEnded'; readonly sessionId?: SessionId }
+  | MoveStartCommand
+  /** The destination committed these moving messages: they leave the queue (idempotent). */
+  | { readonly type: 'moveConfirmed'; readonly moveId: string; readonly messageIds: readonly number[] }
+  /** The destination refused these moving messages: they rejoin the tail of the queue. */
+  | { readonly type: 'moveFailed'; readonly moveId: string; readonly messageIds: readonly number[] }
+  /** Hand out no more; the move is done once its in-flight messages are settled. */
+  | { readonly type: 'moveCancel'; readonly moveId: string };
+
+/**
+ * Spec 8: move up to the ready count at this point (capped by `limit`) to `exchange`, one
+ * window of messages at a time. For a destination queue use exchange "" and routingKey =
+ * the queue's name. Repeating the start of the current move (same id) changes nothing.
+ */
+export interface MoveStartCommand {
+  readonly type: 'moveStart';
+  readonly moveId: string;
+  readonly exchange: string;
+  /** Publish with this routing key; omitted or null keeps each message's own routing keys. */
+  readonly routingKey?: string | null;
+  readonly limit?: number;
+  /** Messages in flight at once, 1 (the default: one by one) to MOVE_WINDOW_MAX. */
+  readonly window?: number;
+}
 
 export type CommandType = Command['type'];
 
@@ -69,7 +109,9 @@ export type ErrorCode =
   | 'CONSUMER_EXISTS'
   | 'UNKNOWN_DELIVERY_TAG'
   | 'FAILED_PRECONDITION'
-  | 'QUEUE_DELETED';
+  | 'QUEUE_DELETED'
+  /** Spec 7: an exclusive queue used by a session that does not own it. */
+  | 'RESOURCE_LOCKED';
 
 export interface ErrorReply {
   readonly type: 'error';
@@ -97,6 +139,7 @@ export type Reply =
   | { readonly type: 'empty' }
   | { readonly type: 'purged'; readonly messagesDropped: number }
   | { readonly type: 'deleted'; readonly messagesDropped: number }
+  | { readonly type: 'moveStarted'; readonly moveId: string; readonly count: number }
   | ErrorReply;
 
 export type Effect =
@@ -116,7 +159,30 @@ export type Effect =
   | { readonly type: 'consumerTimedOut'; readonly consumerId: ConsumerId; readonly deliveryTag: number }
   /** Propose a `tick` command at (or soon after) this leader time. */
   | { readonly type: 'scheduleTick'; readonly at: number }
-  | { readonly type: 'deleteQueue'; readonly reason: 'auto_delete' | 'expires' | 'exclusive' | 'delete' };
+  | { readonly type: 'deleteQueue'; readonly reason: 'auto_delete' | 'expires' | 'exclusive' | 'delete' }
+  /**
+   * Spec 8: publish a copy of the message (body under `messageId`) to `exchange` with
+   * `routingKeys` and its `deaths`, then propose `moveConfirmed` (or `moveFailed` if the
+   * destination refused it). Re-issued by `leaderEffects` until settled: at least once.
+   */
+  | {
+      readonly type: 'move';
+      readonly moveId: string;
+      readonly messageId: number;
+      readonly exchange: string;
+      readonly routingKeys: readonly string[];
+      readonly sizeBytes: number;
+      readonly deaths: Deaths | null;
+    }
+  /** The move is over: `outcome` says why; the counts are its final progress. */
+  | {
+      readonly type: 'moveDone';
+      readonly moveId: string;
+      readonly outcome: 'count' | 'empty' | 'cancelled';
+      readonly count: number;
+      readonly moved: number;
+      readonly failed: number;
+    };
 
 export interface ApplyResult<S> {
   readonly state: S;

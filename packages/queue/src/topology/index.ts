@@ -2,6 +2,8 @@
 export { Topology, bindingId } from './topology.js';
 export { route } from './route.js';
 export type { RouteResult } from './route.js';
+export { routeDeadLetter } from './dead-letter.js';
+export type { DeadLetterRouteResult } from './dead-letter.js';
 export type { RouteStats } from './routers.js';
 export { TopologyError, TopologyInvariantError } from './errors.js';
 export type { TopologyErrorCode } from './errors.js';
@@ -11,7 +13,7 @@ export type { HeaderValue, HeaderValueType, Headers } from './header-value.js';
 export { topicWords } from './topic-trie.js';
 export { X_MATCH } from './headers-match.js';
 export type { HeadersMatchMode } from './headers-match.js';
-export { DEFAULT_EXCHANGE, EXCHANGE_TYPES } from './model.js';
+export { BUILT_IN_EXCHANGES, DEFAULT_EXCHANGE, EXCHANGE_TYPES, RESERVED_EXCHANGE_PREFIX, builtInExchange } from './model.js';
 export type * from './model.js';
 export { snapshotTopology, restoreTopology, encodeTopologySnapshot, decodeTopologySnapshot } from './snapshot.js';
 export type { TopologySnapshot } from './snapshot.js';

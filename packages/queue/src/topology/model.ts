@@ -8,6 +8,9 @@ export const EXCHANGE_TYPES: readonly ExchangeType[] = ['direct', 'fanout', 'top
 /** The default exchange: routes to the queue named by the routing key; never stored. */
 export const DEFAULT_EXCHANGE = '';
 
+/** Exchange names with this prefix are reserved for the broker (AMQP 0-9-1, RabbitMQ). */
+export const RESERVED_EXCHANGE_PREFIX = 'amq.';
+
 /**
  * An exchange as stored. Exchanges are always durable: all topology is replicated by the
  * metadata Raft group, so there is no transient flag to carry.
@@ -19,6 +22,27 @@ export interface ExchangeDefinition {
   readonly autoDelete: boolean;
   /** Receives what this exchange's own bindings do not match; null when unset. */
   readonly alternateExchange: string | null;
+}
+
+/**
+ * The exchanges every topology has from the start, as in RabbitMQ: they can be bound,
+ * published to and named as alternates, but not deleted or declared differently.
+ */
+export const BUILT_IN_EXCHANGES: readonly ExchangeDefinition[] = Object.freeze(
+  (
+    [
+      ['amq.direct', 'direct'],
+      ['amq.fanout', 'fanout'],
+      ['amq.headers', 'headers'],
+      ['amq.match', 'headers'],
+      ['amq.topic', 'topic'],
+    ] as const
+  ).map(([name, type]): ExchangeDefinition => Object.freeze({ name, type, autoDelete: false, alternateExchange: null })),
+);
+
+/** The built-in definition named `name`, if it is one. */
+export function builtInExchange(name: string): ExchangeDefinition | undefined {
+  return BUILT_IN_EXCHANGES.find((exchange) => exchange.name === name);
 }
 
 export type DestinationKind = 'queue' | 'exchange';

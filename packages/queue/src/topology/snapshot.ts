@@ -1,12 +1,13 @@
 import { assert } from './errors.js';
 import type { HeaderValue } from './header-value.js';
-import { EXCHANGE_TYPES, type Binding, type BindingArguments, type ExchangeDefinition, type TopologyCommand } from './model.js';
+import { builtInExchange, EXCHANGE_TYPES, type Binding, type BindingArguments, type ExchangeDefinition, type TopologyCommand } from './model.js';
 import { Topology } from './topology.js';
 
 /**
  * The whole topology as plain data, in an order that depends only on the contents (never
  * on the history of commands), so two replicas with the same topology produce equal
- * snapshots and equal bytes.
+ * snapshots and equal bytes. The built-in `amq.*` exchanges are not listed: every topology
+ * has them (their bindings are listed like any other).
  */
 export interface TopologySnapshot {
   readonly version: 1;
@@ -18,7 +19,7 @@ export interface TopologySnapshot {
 export function snapshotTopology(topology: Topology): TopologySnapshot {
   return {
     version: 1,
-    exchanges: topology.listExchanges(),
+    exchanges: topology.listExchanges({ includeBuiltIn: false }),
     queues: topology.listQueues(),
     bindings: topology.listBindings(),
   };
@@ -34,7 +35,8 @@ export function restoreTopology(snapshot: TopologySnapshot): Topology {
   const topology = new Topology();
   const commands: TopologyCommand[] = [
     ...snapshot.queues.map((name): TopologyCommand => ({ type: 'declareQueue', name })),
-    ...snapshot.exchanges.map(
+    // A built-in exchange listed exactly as it is exists already; anything else replays.
+    ...snapshot.exchanges.filter((exchange) => !isBuiltInAsIs(exchange)).map(
       (exchange): TopologyCommand => ({
         type: 'declareExchange',
         name: exchange.name,
@@ -51,6 +53,16 @@ export function restoreTopology(snapshot: TopologySnapshot): Topology {
   }
   topology.assertInvariants();
   return topology;
+}
+
+function isBuiltInAsIs(exchange: ExchangeDefinition): boolean {
+  const builtIn = builtInExchange(exchange.name);
+  return (
+    builtIn !== undefined &&
+    builtIn.type === exchange.type &&
+    builtIn.autoDelete === exchange.autoDelete &&
+    builtIn.alternateExchange === exchange.alternateExchange
+  );
 }
 
 /** JSON-safe forms: bigints as decimal strings, bytes as hex, maps as entry lists. */

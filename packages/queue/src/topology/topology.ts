@@ -3,7 +3,10 @@ import { canonicalTable } from './header-value.js';
 import { headersMatchProblem } from './headers-match.js';
 import { TOPOLOGY_LIMITS } from './limits.js';
 import {
+  builtInExchange,
+  BUILT_IN_EXCHANGES,
   DEFAULT_EXCHANGE,
+  RESERVED_EXCHANGE_PREFIX,
   type BindCommand,
   type Binding,
   type DeclareExchangeCommand,
@@ -51,6 +54,14 @@ export class Topology {
   private readonly bindingsBySource = new Map<string, Set<string>>();
   private readonly bindingsByDestination = new Map<string, Set<string>>();
 
+  /** A fresh topology holds the built-in `amq.*` exchanges (as RabbitMQ does). */
+  constructor() {
+    for (const exchange of BUILT_IN_EXCHANGES) {
+      this.exchanges.set(exchange.name, exchange);
+      this.routers.set(exchange.name, createRouter(exchange.type));
+    }
+  }
+
   apply(command: TopologyCommand): TopologyReply {
     const problem = commandProblem(command);
     if (problem !== null) return { ok: false, error: problem };
@@ -83,9 +94,14 @@ export class Topology {
     return this.routers.get(name);
   }
 
-  /** Exchanges sorted by name (the default exchange is implicit and not listed). */
-  listExchanges(): ExchangeDefinition[] {
-    return [...this.exchanges.values()].sort((a, b) => compareStrings(a.name, b.name));
+  /**
+   * Exchanges sorted by name, the built-in `amq.*` ones included unless `includeBuiltIn`
+   * is false (the default exchange is implicit and never listed).
+   */
+  listExchanges(options: { readonly includeBuiltIn?: boolean } = {}): ExchangeDefinition[] {
+    const all = [...this.exchanges.values()];
+    const listed = options.includeBuiltIn === false ? all.filter((exchange) => builtInExchange(exchange.name) === undefined) : all;
+    return listed.sort((a, b) => compareStrings(a.name, b.name));
   }
 
   listQueues(): string[] {
@@ -104,6 +120,10 @@ export class Topology {
   assertInvariants(): void {
     assert(!this.exchanges.has(DEFAULT_EXCHANGE), 'the default exchange is stored');
     assert(this.routers.size === this.exchanges.size, 'routers and exchanges differ');
+    for (const builtIn of BUILT_IN_EXCHANGES) {
+      const stored = this.exchanges.get(builtIn.name);
+      assert(stored !== undefined && declareMismatch(stored, builtIn) === null, () => `built-in exchange ${builtIn.name} missing or changed`);
+    }
     for (const [id, binding] of this.bindings) {
       assert(id === bindingId(binding), () => `binding stored under the wrong id ${id}`);
       assert(this.exchanges.has(binding.source), () => `binding ${id} from a missing exchange`);
@@ -132,8 +152,10 @@ export class Topology {
       autoDelete: command.autoDelete ?? false,
       alternateExchange: command.alternateExchange ?? null,
     };
+    const reserved = reservedNameProblem(wanted);
+    if (reserved !== null) return reserved;
     if (existing !== undefined) return declareMismatch(existing, wanted) ?? success(false);
-    if (this.exchanges.size >= TOPOLOGY_LIMITS.exchangesCountMax) {
+    if (this.exchanges.size - BUILT_IN_EXCHANGES.length >= TOPOLOGY_LIMITS.exchangesCountMax) {
       return failure('RESOURCE_EXHAUSTED', `already ${TOPOLOGY_LIMITS.exchangesCountMax} exchanges; delete unused ones first`);
     }
     this.exchanges.set(wanted.name, wanted);
@@ -144,6 +166,9 @@ export class Topology {
   private deleteExchange(command: DeleteExchangeCommand): TopologyReply {
     if (command.name === DEFAULT_EXCHANGE) {
       return failure('PERMISSION_DENIED', 'the default exchange "" cannot be deleted');
+    }
+    if (builtInExchange(command.name) !== undefined) {
+      return failure('PERMISSION_DENIED', `the built-in exchange ${JSON.stringify(command.name)} cannot be deleted`);
     }
     if (!this.exchanges.has(command.name)) {
       return failure('NOT_FOUND', `exchange ${JSON.stringify(command.name)} does not exist`);
@@ -277,6 +302,25 @@ export class Topology {
     for (const id of [...(this.bindingsByDestination.get(key) ?? [])]) this.removeBinding(id, orphans);
     assert(!this.bindingsByDestination.has(key), () => `bindings to ${key} left after removal`);
   }
+}
+
+/**
+ * `amq.*` names are the broker's (AMQP access-refused): a user may redeclare a built-in
+ * exchange exactly as it is, but not declare a new `amq.*` exchange or a built-in one
+ * with other arguments.
+ */
+function reservedNameProblem(wanted: ExchangeDefinition): TopologyReply | null {
+  if (!wanted.name.startsWith(RESERVED_EXCHANGE_PREFIX)) return null;
+  const builtIn = builtInExchange(wanted.name);
+  if (builtIn === undefined) {
+    return failure(
+      'PERMISSION_DENIED',
+      `exchange name ${JSON.stringify(wanted.name)} uses the reserved prefix "${RESERVED_EXCHANGE_PREFIX}"; choose a name without it`,
+    );
+  }
+  const mismatch = declareMismatch(builtIn, wanted);
+  if (mismatch === null || mismatch.ok) return null;
+  return failure('PERMISSION_DENIED', `${mismatch.error.message.replace(/; declare it.*$/, '')}; built-in exchanges cannot be changed`);
 }
 
 function declareMismatch(existing: ExchangeDefinition, wanted: ExchangeDefinition): TopologyReply | null {

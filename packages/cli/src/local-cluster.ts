@@ -1,0 +1,163 @@
+/**
+ * A cluster of real node processes on loopback, each started with `quorumq node` and its
+ * own data directory: what the tests, the benchmark and the chaos runner drive. Nodes can
+ * be killed (-9), stopped (SIGTERM, graceful), paused (SIGSTOP) and restarted with their data.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { healthStatus } from './health.js';
+
+export const CLI_MAIN = resolve(dirname(fileURLToPath(import.meta.url)), 'main.js');
+
+export interface LocalNode {
+  readonly id: string;
+  readonly address: string;
+  readonly dataDir: string;
+  process: ChildProcess | null;
+  /** The tail of the node's stdout and stderr. */
+  output: string;
+}
+
+export interface LocalClusterOptions {
+  readonly size?: number;
+  /** Extra environment for every node (QUORUMQ_* configuration). */
+  readonly env?: Record<string, string>;
+  /** Data directory root; a fresh temporary one by default (removed by close()). */
+  readonly root?: string;
+  /** Forward node output to this process's stderr. */
+  readonly inheritOutput?: boolean;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+export class LocalCluster {
+  private constructor(
+    readonly root: string,
+    readonly nodes: LocalNode[],
+    private readonly options: LocalClusterOptions,
+    private readonly ownsRoot: boolean,
+  ) {}
+
+  static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
+    const size = options.size ?? 3;
+    const root = options.root ?? mkdtempSync(join(tmpdir(), 'quorumq-'));
+    const nodes: LocalNode[] = [];
+    for (let i = 1; i <= size; i++) {
+      nodes.push({ id: `n${i}`, address: `127.0.0.1:${await freePort()}`, dataDir: join(root, `n${i}`), process: null, output: '' });
+    }
+    const cluster = new LocalCluster(root, nodes, options, options.root === undefined);
+    for (const node of nodes) cluster.startNode(node.id);
+    await cluster.waitHealthy();
+    return cluster;
+  }
+
+  get addresses(): string[] {
+    return this.nodes.map((n) => n.address);
+  }
+
+  node(id: string): LocalNode {
+    const node = this.nodes.find((n) => n.id === id);
+    if (node === undefined) throw new Error(`no node ${id}`);
+    return node;
+  }
+
+  isRunning(id: string): boolean {
+    return this.node(id).process !== null;
+  }
+
+  startNode(id: string): void {
+    const node = this.node(id);
+    if (node.process !== null) throw new Error(`${id} is running`);
+    const peers = this.nodes.map((n) => `${n.id}=${n.address}`).join(',');
+    const child = spawn(process.execPath, [CLI_MAIN, 'node'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        QUORUMQ_NODE_ID: node.id,
+        QUORUMQ_LISTEN: node.address,
+        QUORUMQ_ADVERTISE: node.address,
+        QUORUMQ_PEERS: peers,
+        QUORUMQ_DATA_DIR: node.dataDir,
+        QUORUMQ_LOG_LEVEL: 'warn',
+        ...this.options.env,
+      },
+    });
+    const capture = (chunk: Buffer): void => {
+      node.output = (node.output + chunk.toString()).slice(-50_000);
+      if (this.options.inheritOutput) process.stderr.write(chunk);
+    };
+    child.stdout?.on('data', capture);
+    child.stderr?.on('data', capture);
+    child.on('exit', () => {
+      if (node.process === child) node.process = null;
+    });
+    node.process = child;
+  }
+
+  /** kill -9. */
+  kill(id: string): Promise<void> {
+    return this.signal(id, 'SIGKILL');
+  }
+
+  /** SIGTERM: graceful shutdown (the node hands off leadership first). */
+  stop(id: string): Promise<void> {
+    return this.signal(id, 'SIGTERM');
+  }
+
+  private async signal(id: string, signal: NodeJS.Signals): Promise<void> {
+    const node = this.node(id);
+    const child = node.process;
+    if (child === null) return;
+    const exited = new Promise<void>((done) => child.once('exit', () => done()));
+    if (signal === 'SIGKILL') child.kill('SIGCONT');
+    child.kill(signal);
+    await exited;
+    node.process = null;
+  }
+
+  /** SIGSTOP: the process freezes (timers, sockets) until resume(). */
+  pause(id: string): void {
+    this.node(id).process?.kill('SIGSTOP');
+  }
+
+  resume(id: string): void {
+    this.node(id).process?.kill('SIGCONT');
+  }
+
+  async restart(id: string): Promise<void> {
+    this.startNode(id);
+    await this.waitHealthy([id]);
+  }
+
+  /** Waits until the nodes answer the gRPC health check with SERVING. */
+  async waitHealthy(ids: string[] = this.nodes.map((n) => n.id), timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (const id of ids) {
+      const node = this.node(id);
+      while ((await healthStatus(node.address, 1000)) !== 'SERVING') {
+        if (Date.now() > deadline) throw new Error(`node ${id} not healthy within ${timeoutMs} ms:\n${node.output}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => this.kill(n.id)));
+    if (this.ownsRoot) rmSync(this.root, { recursive: true, force: true });
+  }
+}
