@@ -3,6 +3,12 @@
 #   engine -> base image -> docker-compose build -> up -d -> wait until n1, n2, n3 are
 #   healthy -> node cluster/compose-smoke-client.js -> docker-compose down -v (always).
 #
+# The client (run on the host, through the published ports) publishes values with confirms
+# and a producer id, docker-kills the container of the queue's leader part-way, starts it
+# again, consumes the queue and fails unless every confirmed value came back exactly once.
+# It needs the host's build of @quorumq/client (packages/client/dist: `npm ci` makes it).
+# Exit status 0 when it passed (last line "compose smoke: passed in Ns"), non-zero otherwise.
+#
 # Without a Docker engine (none installed, not root, dockerd will not start) it prints one
 # line, "compose smoke: skipped (no Docker engine: <reason>)", and exits 0.
 #
@@ -11,6 +17,8 @@
 #   QUORUMQ_BASE_IMAGE     base image (default quorumq/node-base:20, made by base-image.sh;
 #                          e.g. node:20-bookworm-slim where a registry is reachable)
 #   SMOKE_HEALTH_TIMEOUT   seconds to wait for the three healthchecks (default 120)
+#   QUORUMQ_SMOKE_MESSAGES, QUORUMQ_SMOKE_RATE, QUORUMQ_SMOKE_KILL_AT, QUORUMQ_SMOKE_TIMEOUT_S
+#                          passed to the client (see cluster/compose-smoke-client.js)
 #   SMOKE_KEEP=1           leave the cluster running at the end (for debugging)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +29,7 @@ services=(n1 n2 n3)
 
 log() { echo "compose smoke: $*"; }
 skip() { echo "compose smoke: skipped (no Docker engine: $1)"; exit 0; }
+started=$SECONDS
 
 # --- 1. a Docker engine ------------------------------------------------------------------
 command -v docker >/dev/null 2>&1 || skip "docker client not installed"
@@ -57,6 +66,14 @@ if command -v flock >/dev/null 2>&1; then
   fi
 fi
 
+# The client runs on the host with the workspace's @quorumq/client: check for its build now
+# rather than after the image build.
+client=cluster/compose-smoke-client.js
+if [ ! -f packages/client/dist/index.js ] || [ ! -e node_modules/@quorumq/client ]; then
+  log "@quorumq/client is not built on the host (packages/client/dist); run npm ci (or npm run build) first"
+  exit 1
+fi
+
 # --- 2. always tear down -------------------------------------------------------------------
 cleanup() {
   local status=$?
@@ -81,6 +98,7 @@ if [ -z "${QUORUMQ_BASE_IMAGE:-}" ] || [ "${QUORUMQ_BASE_IMAGE}" = quorumq/node-
 fi
 build_log=$(mktemp)
 log "building the node image (log: $build_log)"
+build_started=$SECONDS
 # n1, n2 and n3 share one image (quorumq/node:dev): build it once, through n1; `up` then
 # finds it for all three.
 if ! "${compose[@]}" build "${services[0]}" >"$build_log" 2>&1; then
@@ -88,6 +106,7 @@ if ! "${compose[@]}" build "${services[0]}" >"$build_log" 2>&1; then
   log "docker-compose build failed"
   exit 1
 fi
+log "node image built in $((SECONDS - build_started))s"
 
 # --- 4. cluster up, wait for three healthy nodes --------------------------------------------
 "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
@@ -116,13 +135,11 @@ done
 log "all nodes healthy: ${states[*]}"
 
 # --- 5. the client-side checks --------------------------------------------------------------
-client=cluster/compose-smoke-client.js
-if [ ! -f "$client" ]; then
-  log "$client does not exist yet: nothing to run against the cluster"
-  exit 1
-fi
-# The client reaches the nodes through the published ports on the loopback.
+# The client reaches the nodes through the published ports on the loopback, and kills and
+# starts the leader's container itself (docker kill / docker start, found by the compose
+# project and service labels).
+client_started=$SECONDS
 QUORUMQ_SMOKE_ADDRESSES="127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103" \
 QUORUMQ_COMPOSE_PROJECT="$COMPOSE_PROJECT_NAME" \
   node "$client"
-log "passed"
+log "passed in $((SECONDS - started))s (client $((SECONDS - client_started))s)"

@@ -33,19 +33,33 @@ async function publishRun(client: QuorumqClient, queues: string[], inFlight: num
   const started = performance.now();
   await Promise.all(
     queues.map(async (queue) => {
+      // The publisher itself holds at most `inFlight` outstanding (it waits for room).
       const publisher = client.createPublisher({ maxInFlight: inFlight });
-      const pending = new Set<Promise<void>>();
-      while (performance.now() < until) {
+      let outstanding = 0;
+      let failure: unknown = null;
+      let room: (() => void) | null = null;
+      let drained: (() => void) | null = null;
+      while (performance.now() < until && failure === null) {
         const t = performance.now();
-        const p: Promise<void> = publisher.publish(queue, BODY).then((r) => {
-          if (r.outcome !== 'confirmed') throw new Error(`publish ${r.outcome}`);
-          latencies.push(performance.now() - t);
-          pending.delete(p);
+        outstanding += 1;
+        publisher.publish(queue, BODY).then(
+          (r) => {
+            if (r.outcome !== 'confirmed') failure = new Error(`publish ${r.outcome}`);
+            latencies.push(performance.now() - t);
+          },
+          (error: unknown) => {
+            failure = error;
+          },
+        ).finally(() => {
+          outstanding -= 1;
+          room?.();
+          room = null;
+          if (outstanding === 0) drained?.();
         });
-        pending.add(p);
-        if (pending.size >= inFlight) await Promise.race(pending);
+        if (outstanding >= inFlight) await new Promise<void>((resolve) => (room = resolve));
       }
-      await Promise.all(pending);
+      if (outstanding > 0) await new Promise<void>((resolve) => (drained = resolve));
+      if (failure !== null) throw failure;
       await publisher.close();
     }),
   );

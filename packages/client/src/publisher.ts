@@ -41,7 +41,7 @@ interface Pending {
   resent: boolean;
 }
 
-type PublishCall = ClientDuplexStream<quorumq.v1.PublishRequest.$Properties, quorumq.v1.PublishResponse>;
+type PublishCall = ClientDuplexStream<quorumq.v1.PublishBatch.$Properties, quorumq.v1.PublishOutcomes>;
 
 /**
  * Publishes over one `PublishStream`, with up to `maxInFlight` outcomes outstanding.
@@ -57,12 +57,15 @@ export class Publisher {
   private readonly producerId: string | undefined;
   private readonly exchange: string;
   private readonly pending = new Map<number, Pending>();
-  private readonly slotWaiters: Array<() => void> = [];
+  /** Publishes waiting for room, oldest first (`slotHead` is the oldest's index). */
+  private slotWaiters: Array<() => void> = [];
+  private slotHead = 0;
   private readonly flushWaiters: Array<() => void> = [];
   private slotsUsed = 0;
   private nextId = 1;
   private nextSequence: number;
   private call: PublishCall | undefined;
+  private outbox: quorumq.v1.PublishRequest.$Properties[] = [];
   private address = '';
   private generation = 0;
   private failures = 0;
@@ -142,11 +145,14 @@ export class Publisher {
       // Give the broker a moment to end the call itself, then cancel it.
       setTimeout(() => call.cancel(), 1_000).unref();
     }
-    for (const wake of this.slotWaiters.splice(0)) wake();
+    const waiters = this.slotWaiters.slice(this.slotHead);
+    this.slotWaiters = [];
+    this.slotHead = 0;
+    for (const wake of waiters) wake();
   }
 
   private acquire(): Promise<void> | undefined {
-    if (this.slotsUsed < this.maxInFlight && this.slotWaiters.length === 0) {
+    if (this.slotsUsed < this.maxInFlight && this.slotHead === this.slotWaiters.length) {
       this.slotsUsed += 1;
       return undefined;
     }
@@ -155,7 +161,15 @@ export class Publisher {
 
   /** Frees a slot, handing it to the longest waiter if any. */
   private release(): void {
-    const next = this.slotWaiters.shift();
+    // A head index instead of shift(): O(1) however many publishes wait.
+    const next = this.slotHead < this.slotWaiters.length ? this.slotWaiters[this.slotHead++] : undefined;
+    if (this.slotHead === this.slotWaiters.length) {
+      this.slotWaiters = [];
+      this.slotHead = 0;
+    } else if (this.slotHead > 1024 && this.slotHead * 2 > this.slotWaiters.length) {
+      this.slotWaiters = this.slotWaiters.slice(this.slotHead);
+      this.slotHead = 0;
+    }
     if (next !== undefined) next();
     else this.slotsUsed -= 1;
   }
@@ -172,11 +186,19 @@ export class Publisher {
     for (const entry of [...this.pending.values()]) this.settle(entry, { error });
   }
 
+  /** Queues a publish for the stream; everything queued in one event-loop turn leaves as one batch. */
   private write(entry: Pending): void {
     if (this.call === undefined) return;
     if (entry.sentOn !== 0 && entry.sentOn !== this.generation) entry.resent = true;
     entry.sentOn = this.generation;
-    this.call.write(entry.request);
+    if (this.outbox.length === 0) setImmediate(() => this.flushOutbox());
+    this.outbox.push(entry.request);
+  }
+
+  private flushOutbox(): void {
+    const publishes = this.outbox;
+    this.outbox = [];
+    if (publishes.length > 0 && this.call !== undefined) this.call.write({ publishes });
   }
 
   private open(): void {
@@ -195,13 +217,14 @@ export class Publisher {
     }
     this.generation += 1;
     const generation = this.generation;
+    this.outbox = [];
     this.call = call;
     this.address = address;
-    call.on('data', (response: quorumq.v1.PublishResponse) => {
+    call.on('data', (batch: quorumq.v1.PublishOutcomes) => {
       if (generation !== this.generation) return;
       this.failures = 0;
       this.failingSince = undefined;
-      this.onResponse(response, address);
+      for (const response of batch.outcomes) this.onResponse(response as quorumq.v1.PublishResponse, address);
     });
     // 'status' ends every call; 'error' repeats it for non-OK ones.
     call.on('error', () => undefined);

@@ -126,7 +126,7 @@ export class FakeBroker {
   readonly forcedOutcomes: Array<quorumq.v1.PublishResponse.$Properties> = [];
   private readonly held: Array<() => void> = [];
   readonly consumerStreams = new Set<ConsumerStream>();
-  readonly publishStreams = new Set<ServerDuplexStream<quorumq.v1.PublishRequest, quorumq.v1.PublishResponse.$Properties>>();
+  readonly publishStreams = new Set<ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>>();
 
   private constructor(readonly state: FakeState, readonly nodeId: string) {}
 
@@ -218,6 +218,25 @@ export class FakeBroker {
   }
 
   /** The outcome of one publish (committing it to the shared state when it succeeds). */
+  /** One publish arriving on a stream (each batch is split into its publishes). */
+  private onStreamPublish(call: ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>, r: quorumq.v1.PublishRequest): void {
+    this.publishRequests.push(r);
+    this.outstanding += 1;
+    this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding);
+    const answer = (response: quorumq.v1.PublishResponse.$Properties): void => {
+      this.outstanding -= 1;
+      if (!call.cancelled && call.writable) call.write({ outcomes: [response] });
+    };
+    if (this.publishMode === 'hold') this.held.push(() => answer(this.doPublish(r)));
+    else if (this.publishMode === 'commit-and-hold') {
+      const response = this.doPublish(r);
+      this.held.push(() => answer(response));
+    } else {
+      // Answer asynchronously, like a broker waiting for its commit.
+      setImmediate(() => answer(this.doPublish(r)));
+    }
+  }
+
   private doPublish(request: quorumq.v1.PublishRequest): quorumq.v1.PublishResponse.$Properties {
     const publishId = wireNumber(request.publishId);
     const forced = this.forcedOutcomes.shift();
@@ -363,25 +382,11 @@ export class FakeBroker {
         this.publishRequests.push(r);
         return this.doPublish(r);
       }),
-      publishStream: (call: ServerDuplexStream<quorumq.v1.PublishRequest, quorumq.v1.PublishResponse.$Properties>): void => {
+      publishStream: (call: ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>): void => {
         this.calls.push('publishStream');
         this.publishStreams.add(call);
-        call.on('data', (r: quorumq.v1.PublishRequest) => {
-          this.publishRequests.push(r);
-          this.outstanding += 1;
-          this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding);
-          const answer = (response: quorumq.v1.PublishResponse.$Properties): void => {
-            this.outstanding -= 1;
-            if (!call.cancelled && call.writable) call.write(response);
-          };
-          if (this.publishMode === 'hold') this.held.push(() => answer(this.doPublish(r)));
-          else if (this.publishMode === 'commit-and-hold') {
-            const response = this.doPublish(r);
-            this.held.push(() => answer(response));
-          } else {
-            // Answer asynchronously, like a broker waiting for its commit.
-            setImmediate(() => answer(this.doPublish(r)));
-          }
+        call.on('data', (batch: quorumq.v1.PublishBatch) => {
+          for (const r of batch.publishes) this.onStreamPublish(call, r as quorumq.v1.PublishRequest);
         });
         call.on('end', () => call.end());
         call.on('error', () => undefined);

@@ -28,6 +28,11 @@ export interface NodeConfig {
   /** How long a publish or admin call waits for a quorum before UNAVAILABLE. */
   readonly requestTimeoutMs: number;
   readonly logLevel: string;
+  /**
+   * TEST ONLY: confirm publishes as soon as they are proposed, before they commit. Exists so
+   * the chaos checker can show that it catches a broker that breaks the confirm guarantee.
+   */
+  readonly testOnlyConfirmBeforeCommit: boolean;
 }
 
 export const DEFAULTS = {
@@ -67,6 +72,7 @@ const ENV: Record<string, string> = {
   QUORUMQ_DEFAULT_REPLICAS: 'defaultReplicas',
   QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
   QUORUMQ_LOG_LEVEL: 'logLevel',
+  QUORUMQ_TEST_ONLY_CONFIRM_BEFORE_COMMIT: 'testOnlyConfirmBeforeCommit',
 };
 
 /** `n1=host:port,n2=host:port` or an object {n1: "host:port"}. */
@@ -153,6 +159,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     defaultReplicas: integer(raw, 'defaultReplicas', DEFAULTS.defaultReplicas, 1),
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),
     logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
+    testOnlyConfirmBeforeCommit: raw.testOnlyConfirmBeforeCommit === true || raw.testOnlyConfirmBeforeCommit === '1',
   };
   if (config.heartbeatTicks >= config.electionTicks) throw new ConfigError('heartbeatTicks must be below electionTicks');
   return config;

@@ -42,14 +42,20 @@ export type MetaCommand =
       readonly passive: boolean;
       readonly members: readonly NodeId[];
     }
-  | { readonly type: 'deleteQueue'; readonly name: string; readonly reason: string; readonly createdIndex?: number };
+  | { readonly type: 'deleteQueue'; readonly name: string; readonly reason: string; readonly createdIndex?: number }
+  /** Changes nothing: its index tells a node how far to catch up to see every earlier change. */
+  | { readonly type: 'barrier' };
 
 /** Error reasons map to gRPC codes in the service. */
 export type MetaErrorCode = 'INVALID_ARGUMENT' | 'NOT_FOUND' | 'FAILED_PRECONDITION' | 'PERMISSION_DENIED' | 'RESOURCE_EXHAUSTED';
 
-export type MetaReply =
+export type MetaReply = (
   | { readonly ok: true; readonly changed: boolean; readonly warnings?: readonly string[]; readonly queue?: QueueDefinition }
-  | { readonly ok: false; readonly code: MetaErrorCode; readonly reason: string; readonly message: string };
+  | { readonly ok: false; readonly code: MetaErrorCode; readonly reason: string; readonly message: string }
+) & {
+  /** The log index of the command: a node that waits until it applied this index reads its own write. */
+  readonly index?: number;
+};
 
 export interface MetaSnapshot {
   readonly topology: Uint8Array;
@@ -71,7 +77,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     }
     const reply = this.applyCommand(command, entry.index);
     if (reply.ok && reply.changed) this.onChange();
-    return reply;
+    return { ...reply, index: entry.index };
   }
 
   snapshot(): Uint8Array {
@@ -96,6 +102,8 @@ export class MetaMachine implements GroupMachine<MetaReply> {
         return this.applyTopology(command.command);
       case 'declareQueue':
         return this.declareQueue(command, index);
+      case 'barrier':
+        return { ok: true, changed: false };
       case 'deleteQueue': {
         const existing = this.queues.get(command.name);
         if (existing === undefined) return { ok: true, changed: false };

@@ -24,7 +24,7 @@ import { NodeMetrics } from './metrics.js';
 import { encodeQueueEntry, QueueReplica, deliveryOf, stampEntry, type QueueApplyResult } from './queue-replica.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
-import { PeerTransport } from './transport.js';
+import { ForwardError, PeerTransport } from './transport.js';
 
 import pb = quorumq.v1;
 
@@ -104,6 +104,7 @@ export class BrokerNode {
     if (storage.corruption !== null) {
       logger.error({ corruption: storage.corruption }, 'WAL corruption found; the affected groups will not serve from this copy');
     }
+    if (config.testOnlyConfirmBeforeCommit) logger.warn('TEST ONLY: publishes are confirmed before they commit; confirmed messages can be lost');
     const transport = new PeerTransport(config.nodeId, config.peers, logger);
     node = new BrokerNode(config, storage, transport, logger, onFatal);
     node.reconcile();
@@ -461,7 +462,19 @@ export class BrokerNode {
     return result.reply;
   }
 
+  /** The queue's definition; when this node does not know it, after catching up with the metadata. */
+  async queueDefinition(name: string): Promise<QueueDefinition> {
+    let definition = this.meta.queues.get(name);
+    if (definition === undefined) {
+      await this.metaBarrier();
+      definition = this.meta.queues.get(name);
+    }
+    if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+    return definition;
+  }
+
   async proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | null = null): Promise<QueueApplyResult> {
+    if (!this.meta.queues.has(name)) await this.queueDefinition(name);
     const data = encodeQueueEntry(command, message);
     return this.withLeader(
       () => {
@@ -483,14 +496,33 @@ export class BrokerNode {
     );
   }
 
+  /**
+   * Proposes a metadata command and waits until this node has applied it too, so that the
+   * next request this node serves (a publish right after a declare) sees the change.
+   */
   async proposeMeta(command: MetaCommand): Promise<MetaReply> {
     const data = encodeJson(command);
-    return this.withLeader(
+    const reply = await this.withLeader(
       () => ({ groupId: META_GROUP, local: this.metaGroup, members: [...this.config.peers.keys()] }),
       async (group) => group.propose(data),
       data,
       'the metadata group',
     );
+    if (reply.index !== undefined) await this.waitMetaApplied(reply.index);
+    return reply;
+  }
+
+  /** Catches up with every metadata change committed before now (a read barrier). */
+  async metaBarrier(): Promise<void> {
+    await this.proposeMeta({ type: 'barrier' });
+  }
+
+  private async waitMetaApplied(index: number): Promise<void> {
+    const deadline = Date.now() + this.config.requestTimeoutMs;
+    while (this.metaGroup.appliedIndex < index) {
+      if (Date.now() > deadline) throw unavailable('METADATA_BEHIND', `this node has not caught up with the metadata (index ${index}) in time`);
+      await sleep(2);
+    }
   }
 
   /** The shared retry loop of proposals: local when this node leads, else forwarded. */
@@ -519,7 +551,10 @@ export class BrokerNode {
         if (isServiceError(error) && error.code === Status.DEADLINE_EXCEEDED) {
           throw new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${what} did not answer within the request timeout; the outcome is unknown`);
         }
-        if (!retriable(error)) throw error;
+        if (!retriable(error)) {
+          if (error instanceof ForwardError) throw new BrokerError(error.code, error.reason, error.message);
+          throw error;
+        }
         hint = leaderHint(error);
         if (hint === this.nodeId) hint = null;
       }
@@ -536,8 +571,7 @@ export class BrokerNode {
     const group = this.groupById(groupId);
     if (group === null) throw new BrokerError(Status.UNAVAILABLE, 'UNKNOWN_GROUP', `this node has no replica of ${groupId}`);
     if (!group.isLeader) {
-      const error = new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${groupId}`);
-      throw Object.assign(error, { leaderId: group.leaderId });
+      throw new ForwardError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${groupId}`, group.leaderId);
     }
     if (groupId !== META_GROUP) stampEntry(command, Date.now());
     const reply = await withTimeout(group.propose(command), this.config.requestTimeoutMs, groupId);
@@ -598,6 +632,7 @@ function leaderEffectsOf(queue: LocalQueue): Effect[] {
 
 function retriable(error: unknown): boolean {
   if (error instanceof BrokerError) return error.code === Status.UNAVAILABLE && error.reason !== 'OUTCOME_UNKNOWN';
+  if (error instanceof ForwardError) return error.code === Status.UNAVAILABLE && error.reason !== 'OUTCOME_UNKNOWN';
   if (isServiceError(error)) {
     if (error.code === Status.UNAVAILABLE) {
       const reason = error.metadata.get('quorumq-reason')[0];
@@ -610,6 +645,7 @@ function retriable(error: unknown): boolean {
 }
 
 function leaderHint(error: unknown): NodeId | null {
+  if (error instanceof ForwardError) return error.leaderId;
   if (isServiceError(error)) {
     const id = error.metadata.get('quorumq-leader-id')[0];
     return typeof id === 'string' && id !== '' ? id : null;

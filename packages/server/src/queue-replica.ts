@@ -18,7 +18,6 @@ import {
 } from '@quorumq/queue';
 import type { Entry } from '@quorumq/raft';
 
-import { parseJson, stringifyJson } from './json-codec.js';
 import type { GroupMachine } from './raft-group.js';
 
 import pb = quorumq.v1;
@@ -38,7 +37,8 @@ export interface QueueEffectSink {
 }
 
 export function encodeQueueEntry(command: Command, message: pb.Message.$Properties | null, now = 0): Uint8Array {
-  const body = pb.QueueEntry.encode({ command: stringifyJson(command), message }).finish();
+  // Queue commands hold only strings, numbers, booleans and arrays: plain JSON is exact.
+  const body = pb.QueueEntry.encode({ command: JSON.stringify(command), message }).finish();
   const data = new Uint8Array(ENTRY_CLOCK_BYTES + body.length);
   new DataView(data.buffer).setFloat64(0, now, true);
   data.set(body, ENTRY_CLOCK_BYTES);
@@ -54,7 +54,7 @@ export function decodeQueueEntry(data: Uint8Array): { now: number; command: Comm
   if (data.length < ENTRY_CLOCK_BYTES) throw new Error('queue entry too short');
   const now = new DataView(data.buffer, data.byteOffset, data.byteLength).getFloat64(0, true);
   const entry = pb.QueueEntry.decode(data.subarray(ENTRY_CLOCK_BYTES));
-  return { now, command: parseJson<Command>(entry.command), message: entry.message ?? null };
+  return { now, command: JSON.parse(entry.command) as Command, message: entry.message ?? null };
 }
 
 export class QueueReplica implements GroupMachine<QueueApplyResult> {

@@ -2,7 +2,7 @@
  * Starts a node: storage, Raft groups, and one gRPC server on `listen` that serves the
  * client API, the peer API, standard health checking and server reflection.
  */
-import { Metadata, Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
@@ -13,10 +13,10 @@ import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
-import { BrokerError, toServiceError } from './errors.js';
+import { BrokerError, Status } from './errors.js';
 import { BrokerNode } from './node.js';
 import { BrokerApi } from './service.js';
-import { raftStreamHandler } from './transport.js';
+import { ForwardError, raftStreamHandler } from './transport.js';
 
 import pb = quorumq.v1;
 
@@ -62,18 +62,24 @@ export async function startNode(
   server.addService(BrokerService, api.implementation());
   server.addService(RaftTransportService, { stream: raftStreamHandler((message) => node.receive(message)) });
   server.addService(PeerService, {
-    propose: (call: ServerUnaryCall<pb.ProposeRequest, pb.ProposeResponse.$Properties>, callback: sendUnaryData<pb.ProposeResponse.$Properties>) => {
-      node.handleForwarded(call.request.groupId, call.request.command).then(
-        (reply) => callback(null, { reply }),
-        (error: unknown) => {
-          const status = toServiceError(error);
-          const leaderId = (error as { leaderId?: unknown }).leaderId;
-          if (error instanceof BrokerError && typeof leaderId === 'string') {
-            (status.metadata ?? new Metadata()).set('quorumq-leader-id', leaderId);
-          }
-          callback(status as ServiceError);
-        },
+    proposeBatch: (
+      call: ServerUnaryCall<pb.ProposeBatchRequest, pb.ProposeBatchResponse.$Properties>,
+      callback: sendUnaryData<pb.ProposeBatchResponse.$Properties>,
+    ) => {
+      // Proposed in order, in this turn; answered together once all are settled.
+      const results = call.request.items.map((item) =>
+        node.handleForwarded(item.groupId ?? '', item.command ?? new Uint8Array(0)).then(
+          (reply): pb.ProposeResult.$Properties => ({ reply }),
+          (error: unknown): pb.ProposeResult.$Properties => {
+            if (error instanceof ForwardError) {
+              return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message, leaderId: error.leaderId ?? '' };
+            }
+            if (error instanceof BrokerError) return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message };
+            return { errorCode: Status.INTERNAL, errorReason: 'INTERNAL', errorMessage: error instanceof Error ? error.message : String(error) };
+          },
+        ),
       );
+      Promise.all(results).then((all) => callback(null, { results: all }));
     },
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'quorumq.v1.Broker': 'NOT_SERVING' });

@@ -244,8 +244,7 @@ export class BrokerApi {
 
   async deleteQueue(request: pb.DeleteQueueRequest): Promise<pb.DeleteQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
-    const definition = this.node.meta.queues.get(name);
-    if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+    const definition = await this.node.queueDefinition(name);
     const reply = await this.node.proposeQueue(name, { type: 'delete', ifUnused: request.ifUnused, ifEmpty: request.ifEmpty });
     if (reply.type === 'error') throw queueError(reply, name);
     const dropped = reply.type === 'deleted' ? reply.messagesDropped : 0;
@@ -315,6 +314,19 @@ export class BrokerApi {
   // ------------------------------------------------------------------------------------
   // Publishing
 
+  /** The target queues, or null when the exchange does not exist (on this node's copy). */
+  private route(exchange: string, routingKey: string, headers: ReturnType<typeof headersFromWire>): readonly string[] | null {
+    try {
+      return route(this.node.meta.topology, exchange, [routingKey], headers).queues;
+    } catch (error) {
+      if (error instanceof TopologyError) {
+        if (error.code === 'NOT_FOUND') return null;
+        throw invalidArgument(error.message);
+      }
+      throw error;
+    }
+  }
+
   /** Routes one publish and waits until every target queue committed it. */
   async publish(request: pb.PublishRequest.$Properties): Promise<pb.PublishResponse.$Properties> {
     const started = process.hrtime.bigint();
@@ -327,15 +339,14 @@ export class BrokerApi {
     }
     const exchange = request.exchange ?? '';
     const routingKey = message.routingKey ?? '';
-    let targets: readonly string[];
-    try {
-      targets = route(this.node.meta.topology, exchange, [routingKey], headersFromWire(message.headers)).queues;
-    } catch (error) {
-      if (error instanceof TopologyError) {
-        if (error.code === 'NOT_FOUND') throw notFound('EXCHANGE_NOT_FOUND', error.message);
-        throw invalidArgument(error.message);
-      }
-      throw error;
+    const headers = headersFromWire(message.headers);
+    let targets = this.route(exchange, routingKey, headers);
+    if (targets === null || targets.length === 0) {
+      // This node's copy of the topology may lag a change just made through another node:
+      // catch up with the metadata leader, then route again. Only unroutable publishes pay.
+      await this.node.metaBarrier();
+      targets = this.route(exchange, routingKey, headers);
+      if (targets === null) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist; declare it before publishing to it`);
     }
     if (targets.length === 0) {
       this.node.metrics.publishes.inc({ outcome: 'unroutable' });
@@ -364,6 +375,11 @@ export class BrokerApi {
       ...(producerId !== '' ? { producerId, sequence: request.sequence ?? 0 } : {}),
       ...(deaths !== undefined ? { deaths } : {}),
     };
+    if (this.node.config.testOnlyConfirmBeforeCommit) {
+      // Deliberately broken (test-only switch): confirm before the message is committed.
+      for (const queue of targets) void this.node.proposeQueue(queue, command, stored).catch(() => undefined);
+      return { publishId, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: [...targets] };
+    }
     const replies = await Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.proposeQueue(queue, command, stored) })));
     let duplicates = 0;
     const committed: string[] = [];
@@ -388,38 +404,47 @@ export class BrokerApi {
     return { publishId, outcome, queues: committed };
   }
 
-  publishStream(call: ServerDuplexStream<pb.PublishRequest, pb.PublishResponse.$Properties>): void {
+  publishStream(call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>): void {
     let ended = false;
     let inFlight = 0;
-    const finishIfDone = (): void => {
-      if (ended && inFlight === 0) call.end();
+    // Outcomes ready in one event-loop turn leave as one PublishOutcomes message.
+    let outcomes: pb.PublishResponse.$Properties[] = [];
+    const flush = (): void => {
+      const batch = outcomes;
+      outcomes = [];
+      if (batch.length > 0 && !call.cancelled) call.write({ outcomes: batch });
+      if (ended && inFlight === 0 && outcomes.length === 0) call.end();
     };
-    call.on('data', (request: pb.PublishRequest) => {
-      inFlight += 1;
-      this.publish(request).then(
-        (response) => {
-          if (!call.cancelled) call.write(response);
-        },
-        (error: unknown) => {
-          const status = toServiceError(error);
-          const code = status.code ?? Status.INTERNAL;
-          if (!call.cancelled) {
-            call.write({
+    const answer = (outcome: pb.PublishResponse.$Properties): void => {
+      if (outcomes.length === 0) setImmediate(flush);
+      outcomes.push(outcome);
+    };
+    call.on('data', (batch: pb.PublishBatch) => {
+      for (const request of batch.publishes) {
+        inFlight += 1;
+        this.publish(request)
+          .then(answer, (error: unknown) => {
+            const status = toServiceError(error);
+            const code = status.code ?? Status.INTERNAL;
+            answer({
               publishId: request.publishId,
               outcome: code === Status.RESOURCE_EXHAUSTED && isTooLarge(error) ? pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED : pb.PublishOutcome.PUBLISH_OUTCOME_FAILED,
               reason: status.details ?? 'failed',
               statusCode: code,
             });
-          }
-        },
-      ).finally(() => {
-        inFlight -= 1;
-        finishIfDone();
-      });
+          })
+          .finally(() => {
+            inFlight -= 1;
+          });
+      }
     });
     call.on('end', () => {
       ended = true;
-      finishIfDone();
+      const waitForOutcomes = (): void => {
+        if (inFlight === 0) setImmediate(flush);
+        else setTimeout(waitForOutcomes, 5);
+      };
+      waitForOutcomes();
     });
     call.on('error', () => {});
   }
@@ -543,8 +568,7 @@ export class BrokerApi {
   private async queueLeader(name: string): Promise<string> {
     const until = Date.now() + this.node.config.requestTimeoutMs;
     for (;;) {
-      const definition = this.node.meta.queues.get(name);
-      if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+      const definition = await this.node.queueDefinition(name);
       const local = this.node.queues.get(name);
       if (local !== undefined && local.group.leaderId !== null) return local.group.leaderId;
       if (local === undefined) {
@@ -669,7 +693,7 @@ export class BrokerApi {
       bind: unary((r: pb.BindRequest) => this.bind(r)),
       unbind: unary((r: pb.UnbindRequest) => this.unbind(r)),
       publish: unary((r: pb.PublishRequest) => this.publish(r)),
-      publishStream: (call: ServerDuplexStream<pb.PublishRequest, pb.PublishResponse.$Properties>) => this.publishStream(call),
+      publishStream: (call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>) => this.publishStream(call),
       consume: (call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>) => this.consume(call),
       get: unary((r: pb.GetRequest) => this.get(r)),
       settleGet: unary((r: pb.SettleGetRequest) => this.settleGet(r)),

@@ -33,6 +33,27 @@ const CHANNEL_OPTIONS = {
   'grpc.max_reconnect_backoff_ms': 1_000,
 };
 
+interface Forward {
+  readonly groupId: string;
+  readonly command: Uint8Array;
+  readonly deadline: number;
+  readonly resolve: (reply: Uint8Array) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** A forwarded proposal the leader refused (or that failed there), with its status. */
+export class ForwardError extends Error {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+    readonly leaderId: NodeId | null,
+  ) {
+    super(message);
+    this.name = 'ForwardError';
+  }
+}
+
 interface PeerLink {
   readonly id: NodeId;
   readonly address: string;
@@ -42,6 +63,8 @@ interface PeerLink {
   queued: pb.RaftMessage.$Properties[];
   reconnectAt: number;
   connected: boolean;
+  forwards: Forward[];
+  forwardScheduled: boolean;
 }
 
 export interface TransportStats {
@@ -72,6 +95,8 @@ export class PeerTransport {
         queued: [],
         reconnectAt: 0,
         connected: false,
+        forwards: [],
+        forwardScheduled: false,
       });
     }
   }
@@ -94,23 +119,45 @@ export class PeerTransport {
     return this.links.get(peer)?.connected ?? false;
   }
 
-  /** Forwards a proposal to `peer` (the group's leader); resolves with its reply bytes. */
+  /**
+   * Forwards a proposal to `peer` (the group's leader); resolves with its reply bytes, or
+   * rejects with a ForwardError (the leader's refusal) or the call's gRPC error. Proposals
+   * for one peer made during one event-loop turn leave in one ordered batch.
+   */
   propose(peer: NodeId, groupId: string, command: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
     const link = this.links.get(peer);
     if (link === undefined) return Promise.reject(new Error(`unknown peer ${peer}`));
     return new Promise((resolve, reject) => {
-      link.peerClient.makeUnaryRequest(
-        PeerService.propose.path,
-        PeerService.propose.requestSerialize,
-        PeerService.propose.responseDeserialize,
-        { groupId, command },
-        { deadline: Date.now() + timeoutMs },
-        (error: ServiceError | null, response?: pb.ProposeResponse) => {
-          if (error !== null || response === undefined) reject(error ?? new Error('empty response'));
-          else resolve(response.reply);
-        },
-      );
+      link.forwards.push({ groupId, command, deadline: Date.now() + timeoutMs, resolve, reject });
+      if (!link.forwardScheduled) {
+        link.forwardScheduled = true;
+        setImmediate(() => this.flushForwards(link));
+      }
     });
+  }
+
+  private flushForwards(link: PeerLink): void {
+    link.forwardScheduled = false;
+    const batch = link.forwards;
+    link.forwards = [];
+    if (batch.length === 0) return;
+    const deadline = Math.max(...batch.map((f) => f.deadline));
+    link.peerClient.makeUnaryRequest(
+      PeerService.proposeBatch.path,
+      PeerService.proposeBatch.requestSerialize,
+      PeerService.proposeBatch.responseDeserialize,
+      { items: batch.map((f) => ({ groupId: f.groupId, command: f.command })) },
+      { deadline },
+      (error: ServiceError | null, response?: pb.ProposeBatchResponse) => {
+        batch.forEach((forward, i) => {
+          const result = response?.results[i];
+          if (error !== null || result === undefined) forward.reject(error ?? new Error('short batch response'));
+          else if ((result.errorCode ?? 0) !== 0) {
+            forward.reject(new ForwardError(result.errorCode ?? 0, result.errorReason ?? '', result.errorMessage ?? '', result.leaderId || null));
+          } else forward.resolve(result.reply ?? new Uint8Array(0));
+        });
+      },
+    );
   }
 
   close(): void {
