@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { quorumq } from '@quorumq/proto';
-import { leaderEffects, routeDeadLetter, TopologyError, type Command, type Effect, type Reply } from '@quorumq/queue';
+import { leaderEffects, route, routeDeadLetter, TopologyError, type Command, type Effect, type Reply } from '@quorumq/queue';
 import type { NodeId, SoftState } from '@quorumq/raft';
 import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
 import type { Logger } from 'pino';
@@ -347,9 +347,66 @@ export class BrokerNode {
     }
   }
 
-  /** Effects added by later machine versions (moves) are handled by their feature. */
-  protected onOtherEffect(queue: LocalQueue, effect: Effect): void {
-    this.logger.debug({ queue: queue.definition.name, effect: effect.type }, 'effect not handled by this node');
+  private onOtherEffect(queue: LocalQueue, effect: Effect): void {
+    switch (effect.type) {
+      case 'move':
+        this.moveOne(queue, effect);
+        break;
+      case 'moveDone':
+        this.logger.info({ queue: queue.definition.name, move: effect.moveId, outcome: effect.outcome, moved: effect.moved, failed: effect.failed }, 'move finished');
+        break;
+      default:
+        this.logger.debug({ queue: queue.definition.name, effect: effect.type }, 'effect not handled by this node');
+    }
+  }
+
+  /**
+   * Spec 8: publishes one message of a move to its destination, then lets it leave the source
+   * (`moveConfirmed`) — or puts it back (`moveFailed`) when the destination refused it. A
+   * leader change re-issues unsettled moves: at least once.
+   */
+  private moveOne(queue: LocalQueue, effect: Extract<Effect, { type: 'move' }>): void {
+    const key = -effect.messageId; // shares the in-flight set with dead-letters, by sign
+    if (queue.deadLettersInFlight.has(key)) return;
+    queue.deadLettersInFlight.add(key);
+    const stored = queue.replica.bodies.get(effect.messageId);
+    const run = async (): Promise<void> => {
+      const message: pb.Message.$Properties = { ...(stored ?? { body: new Uint8Array(0) }), deaths: [], firstDeath: null, lastDeath: null };
+      message.routingKey = effect.routingKeys[0] ?? '';
+      let targets: readonly string[] = [];
+      try {
+        targets = route(this.meta.topology, effect.exchange, effect.routingKeys, headersFromWire(stored?.headers)).queues;
+      } catch (error) {
+        if (!(error instanceof TopologyError)) throw error;
+      }
+      let ok = targets.length > 0;
+      const command: Command = {
+        type: 'enqueue',
+        sizeBytes: message.body?.length ?? 0,
+        exchange: effect.exchange,
+        routingKeys: [...effect.routingKeys],
+        ...(message.properties?.priority != null ? { priority: message.properties.priority } : {}),
+        ...(message.properties?.expirationMs != null ? { expirationMs: message.properties.expirationMs } : {}),
+        ...(effect.deaths !== null ? { deaths: effect.deaths } : {}),
+      };
+      const replies = await Promise.all(targets.map((target) => this.proposeQueue(target, command, message)));
+      if (replies.some((r) => r.type === 'error' || r.type === 'rejected')) ok = false;
+      await this.proposeLocal(queue, { type: ok ? 'moveConfirmed' : 'moveFailed', moveId: effect.moveId, messageIds: [effect.messageId] });
+    };
+    const attempt = (tries: number): void => {
+      run().then(
+        () => queue.deadLettersInFlight.delete(key),
+        (error: unknown) => {
+          if (!queue.group.isLeader || this.stopping || this.queues.get(queue.definition.name) !== queue) {
+            queue.deadLettersInFlight.delete(key);
+            return;
+          }
+          this.logger.warn({ queue: queue.definition.name, err: error, tries }, 'moving a message failed; retrying');
+          setTimeout(() => attempt(tries + 1), Math.min(2000, 100 * 2 ** Math.min(tries, 5))).unref();
+        },
+      );
+    };
+    attempt(0);
   }
 
   private scheduleTick(queue: LocalQueue, at: number): void {

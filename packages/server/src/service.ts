@@ -4,6 +4,7 @@
  * each target queue's leader, and queue-local calls (consume, get, status) are served by
  * the queue's leader, proxied through this node when it is not the leader.
  */
+import { randomUUID } from 'node:crypto';
 import {
   credentials,
   makeGenericClientConstructor,
@@ -18,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
-import { route, TopologyError, type Command, type Deaths, type DeadLetterReason, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
+import { moveProgress, route, TopologyError, type Command, type Deaths, type DeadLetterReason, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
 import {
   BrokerError,
@@ -675,12 +676,54 @@ export class BrokerApi {
     return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues };
   }
 
+  /**
+   * Spec 8: runs on the source queue's leader (elsewhere it answers UNAVAILABLE with the
+   * leader's address, and the SDK goes there). The machine hands messages out one by one;
+   * the node publishes each and confirms it (see BrokerNode.moveOne); this call streams the
+   * progress until the move is done. If the stream breaks, the move goes on in the broker.
+   */
   async move(call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>): Promise<void> {
-    throw new BrokerError(
-      Status.UNIMPLEMENTED,
-      'NOT_IMPLEMENTED',
-      `move from ${JSON.stringify(call.request.sourceQueue)} is not available in this version`,
-    );
+    const request = call.request;
+    const name = requireName(request.sourceQueue, 'source_queue');
+    const leader = await this.queueLeader(name);
+    const local = this.node.queues.get(name);
+    if (leader !== this.node.nodeId || local === undefined || !local.group.isLeader) {
+      throw unavailable('NOT_LEADER', `a move runs on the leader of ${JSON.stringify(name)}`, this.node.addressOf(leader));
+    }
+    const exchange = request.destinationExchange ?? '';
+    if (exchange !== '' && this.node.meta.topology.exchange(exchange) === undefined) {
+      await this.node.metaBarrier();
+      if (this.node.meta.topology.exchange(exchange) === undefined) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist`);
+    }
+    const moveId = `${this.node.nodeId}/${randomUUID()}`;
+    const started = await this.node.proposeLocal(local, {
+      type: 'moveStart',
+      moveId,
+      exchange,
+      routingKey: request.routingKey ? request.routingKey : null,
+      ...(request.limit ? { limit: request.limit } : {}),
+    });
+    if (started.reply.type === 'error') throw queueError(started.reply, name);
+    let last = '';
+    for (;;) {
+      if (call.cancelled) return;
+      const current = this.node.queues.get(name);
+      if (current === undefined || !current.group.isLeader) {
+        throw unavailable('LEADER_MOVED', `leadership of ${JSON.stringify(name)} moved; the move continues on the new leader`);
+      }
+      const progress = moveProgress(current.replica.state);
+      if (progress === null || progress.moveId !== moveId) {
+        throw failedPrecondition('MOVE_REPLACED', `another move of ${JSON.stringify(name)} replaced this one`);
+      }
+      const report = { moved: progress.moved, total: progress.count, done: progress.done };
+      const key = JSON.stringify(report);
+      if (key !== last) {
+        call.write(report);
+        last = key;
+      }
+      if (progress.done) return;
+      await sleep(50);
+    }
   }
 
   implementation(): UntypedServiceImplementation {
@@ -700,7 +743,7 @@ export class BrokerApi {
       move: (call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>) => {
         this.move(call).then(
           () => call.end(),
-          (error: unknown) => call.destroy(Object.assign(new Error('move failed'), toServiceError(error))),
+          (error: unknown) => call.emit('error', Object.assign(new Error('move failed'), toServiceError(error))),
         );
       },
       queueStatus: unary((r: pb.QueueStatusRequest) => this.queueStatus(r)),

@@ -184,3 +184,31 @@ describe('seed 004: the three-tier retry topology works as written', () => {
     ]);
   });
 });
+
+describe('spec 8: move messages from a DLQ back, one by one, at least once', () => {
+  it('moves what the DLQ held when the move started to the destination exchange and reports progress', async () => {
+    await client.declareQueue('replay.dlq');
+    await client.declareQueue('replay.work');
+    await client.declareExchange('replay.x', 'direct');
+    await client.bind({ source: 'replay.x', queue: 'replay.work', bindingKey: 'again' });
+    for (let i = 0; i < 5; i++) await client.publish('', 'replay.dlq', `parked-${i}`);
+    const progress: number[] = [];
+    const final = await client.move({
+      sourceQueue: 'replay.dlq',
+      destinationExchange: 'replay.x',
+      routingKey: 'again',
+      onProgress: (p) => progress.push(p.moved),
+    });
+    expect(final).toMatchObject({ moved: 5, total: 5, done: true });
+    expect(progress.length).toBeGreaterThan(0);
+    expect((await client.queueStatus('replay.dlq')).ready).toBe(0);
+    expect((await take('replay.work', 5)).map((d) => d.body.toString())).toEqual([0, 1, 2, 3, 4].map((i) => `parked-${i}`));
+  });
+
+  it('a move to an unknown exchange is NOT_FOUND and moves nothing', async () => {
+    await client.declareQueue('replay.none');
+    await client.publish('', 'replay.none', 'stays');
+    await expect(client.move({ sourceQueue: 'replay.none', destinationExchange: 'no-such-exchange' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    expect((await client.queueStatus('replay.none')).ready).toBe(1);
+  });
+});
