@@ -123,3 +123,23 @@ describe('spec 2 and 10: kill -9 of a queue leader loses nothing confirmed', () 
     expect(consumed).toEqual([...values, 'after-restart']);
   });
 });
+
+describe('spec 2: the disk alarm refuses publishes instead of failing later', () => {
+  it('below disk_free_limit a publish gets RESOURCE_EXHAUSTED / DISK_ALARM; admin calls and status still work', async () => {
+    // A limit no disk meets: every node is in alarm from its first check.
+    cluster = await TestCluster.start({ env: { QUORUMQ_DISK_FREE_LIMIT_BYTES: String(2 ** 52) } });
+    const client = cluster.client();
+    await client.declareQueue('alarmed');
+    const error = await client.publish('', 'alarmed', 'x').then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(QuorumqError);
+    expect((error as QuorumqError).code).toBe('RESOURCE_EXHAUSTED');
+    expect((error as QuorumqError).reason).toBe('DISK_ALARM');
+    expect((error as QuorumqError).retriable).toBe(true);
+    const status = await client.clusterStatus();
+    expect(Object.values(status.nodes).some((n) => n.diskAlarm)).toBe(true);
+    expect((await client.queueStatus('alarmed')).ready).toBe(0);
+  });
+});

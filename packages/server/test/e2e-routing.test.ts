@@ -159,6 +159,44 @@ describe('spec 1: routing through exchanges on a live cluster', () => {
   });
 });
 
+describe('spec 7: queue lifecycle across the cluster', () => {
+  async function gone(queue: string): Promise<boolean> {
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      const error = await client.queueStatus(queue).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      if (error instanceof QuorumqError && error.code === 'NOT_FOUND') return true;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return false;
+  }
+
+  it('auto_delete: deleted when its last consumer leaves, never before it had one', async () => {
+    await client.declareQueue('auto', { autoDelete: true });
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await client.queueStatus('auto')).name).toBe('auto');
+    const consumer = client.consume('auto', { prefetch: 1 });
+    await consumer.ready();
+    expect((await client.queueStatus('auto')).consumers).toBe(1);
+    await consumer.close();
+    expect(await gone('auto')).toBe(true);
+    // The name is free again: a new declare creates a new, empty queue.
+    expect((await client.declareQueue('auto', { autoDelete: true })).created).toBe(true);
+  });
+
+  it('expires: an unused queue is deleted after its lease; delete if-empty refuses a queue with messages', async () => {
+    await client.declareQueue('leased', { expiresMs: 800 });
+    expect(await gone('leased')).toBe(true);
+    await client.declareQueue('full');
+    await client.publish('', 'full', 'x');
+    await expect(client.deleteQueue('full', { ifEmpty: true })).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+    expect((await client.deleteQueue('full')).messagesDropped).toBe(1);
+    expect(await gone('full')).toBe(true);
+  });
+});
+
 describe('bad input gets a clear status and the node keeps serving', () => {
   it('unknown queue and exchange: NOT_FOUND', async () => {
     await expectError(client.queueStatus('no-such-queue'), 'NOT_FOUND', 'QUEUE_NOT_FOUND');
