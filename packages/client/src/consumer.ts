@@ -56,6 +56,8 @@ export class Consumer implements AsyncIterable<Delivery> {
   private readonly buffer: DeliveryImpl[] = [];
   /** Deliveries of the current stream not yet settled, by tag. */
   private readonly unsettled = new Map<number, DeliveryImpl>();
+  /** Settlements of this turn, not yet sent (see flushSettles). */
+  private outgoing: quorumq.v1.Settle.$Properties[] = [];
   private readonly waiters: Waiter[] = [];
   private readonly readyWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   private readonly settledWaiters: Array<() => void> = [];
@@ -185,6 +187,8 @@ export class Consumer implements AsyncIterable<Delivery> {
 
   private finish(error: QuorumqError | undefined): void {
     if (this.done) return;
+    // Settlements made before the end still go out, ahead of the stream's end.
+    if (error === undefined) this.flushSettles();
     this.done = true;
     this.failure = error;
     if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer);
@@ -226,6 +230,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       return;
     }
     this.generation += 1;
+    this.outgoing = [];
     const generation = this.generation;
     this.call = call;
     this.address = address;
@@ -254,12 +259,11 @@ export class Consumer implements AsyncIterable<Delivery> {
       return;
     }
     if (response.delivery !== null && response.delivery !== undefined) {
-      const delivery = new DeliveryImpl(response.delivery, generation, (d, settle) => this.settle(d, settle));
-      if (this.draining) return; // goes back to the queue when the stream ends
-      this.unsettled.set(delivery.deliveryTag, delivery);
-      const waiter = this.waiters.shift();
-      if (waiter !== undefined) waiter.resolve({ done: false, value: delivery });
-      else this.buffer.push(delivery);
+      this.onDelivery(response.delivery, generation);
+      return;
+    }
+    if (response.deliveries !== null && response.deliveries !== undefined) {
+      for (const wire of response.deliveries.deliveries ?? []) this.onDelivery(wire, generation);
       return;
     }
     if (response.event !== null && response.event !== undefined) {
@@ -283,6 +287,40 @@ export class Consumer implements AsyncIterable<Delivery> {
     }
   }
 
+  private onDelivery(wire: quorumq.v1.Delivery.$Properties, generation: number): void {
+    const delivery = new DeliveryImpl(wire, generation, (d, settle) => this.settle(d, settle));
+    if (this.draining) return; // goes back to the queue when the stream ends
+    this.unsettled.set(delivery.deliveryTag, delivery);
+    const waiter = this.waiters.shift();
+    if (waiter !== undefined) waiter.resolve({ done: false, value: delivery });
+    else this.buffer.push(delivery);
+  }
+
+  /**
+   * Sends the settlements made in this event-loop turn as one SettleBatch, in order, except
+   * that plain acks of every delivery up to a tag with nothing unsettled below it become one
+   * `multiple` ack (the broker then commits one entry instead of one per ack).
+   */
+  private flushSettles(): void {
+    const settles = this.outgoing;
+    this.outgoing = [];
+    if (settles.length === 0 || this.call === undefined) return;
+    let lowestUnsettled = Number.POSITIVE_INFINITY;
+    for (const tag of this.unsettled.keys()) if (tag < lowestUnsettled) lowestUnsettled = tag;
+    const plainAck = (s: quorumq.v1.Settle.$Properties): boolean => s.kind === quorumq.v1.SettleKind.SETTLE_KIND_ACK && s.multiple !== true;
+    const foldable = settles.filter((s) => plainAck(s) && wireNumber(s.deliveryTag) < lowestUnsettled);
+    let batch = settles;
+    if (foldable.length >= 2) {
+      const upTo = Math.max(...foldable.map((s) => wireNumber(s.deliveryTag)));
+      batch = [
+        ...settles.filter((s) => !foldable.includes(s)),
+        { kind: quorumq.v1.SettleKind.SETTLE_KIND_ACK, deliveryTag: upTo, multiple: true },
+      ];
+    }
+    if (batch.length === 1) this.call.write({ settle: batch[0] });
+    else this.call.write({ settles: { settles: batch } });
+  }
+
   private settle(delivery: DeliveryImpl, settle: quorumq.v1.Settle.$Properties): Promise<void> {
     delivery.settledFlag = true;
     // A delivery from a stream that broke since: the broker already returned it. Drop.
@@ -296,7 +334,8 @@ export class Consumer implements AsyncIterable<Delivery> {
       }
     }
     this.unsettled.delete(delivery.deliveryTag);
-    this.call.write({ settle });
+    if (this.outgoing.length === 0) setImmediate(() => this.flushSettles());
+    this.outgoing.push(settle);
     this.notifySettled();
     return Promise.resolve();
   }
@@ -309,6 +348,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     this.call = undefined;
     this.subscribed = false;
     this.generation += 1;
+    this.outgoing = [];
     // Everything from the broken stream is moot: the broker returns it to the queue.
     this.buffer.length = 0;
     for (const d of this.unsettled.values()) d.settledFlag = true;

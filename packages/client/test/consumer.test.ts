@@ -120,6 +120,33 @@ describe('Consumer', () => {
     await consumer.cancel();
   });
 
+  it('acks made in one turn travel as one batch; a run of acks with nothing unsettled below becomes one multiple ack', async () => {
+    const { brokers, state, client } = await setup();
+    const broker = first(brokers);
+    for (const body of ['a', 'b', 'c', 'd', 'e']) state.put('q', body);
+    const consumer = client.consume('q', { prefetch: 5 });
+    const iterator = consumer[Symbol.asyncIterator]();
+    const ds: Delivery[] = [];
+    for (let i = 0; i < 5; i++) ds.push(await take(iterator));
+    const [a, b, c, d, e] = ds;
+    if (a === undefined || b === undefined || c === undefined || d === undefined || e === undefined) throw new Error('missing deliveries');
+    // Same turn: ack 1, 2, 3 and 5 (4 stays unsettled), reject 2 is not there: plain acks only.
+    void a.ack();
+    void b.ack();
+    void c.ack();
+    void e.ack();
+    await waitFor(() => broker.settles.length === 2, 2_000, 'two settles');
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(broker.settles.map((s) => ({ tag: wireNumber(s.deliveryTag), multiple: s.multiple ?? false }))).toEqual([
+      { tag: 5, multiple: false },
+      { tag: 3, multiple: true },
+    ]);
+    await d.ack();
+    await waitFor(() => broker.settles.length === 3, 2_000, 'three settles');
+    expect(wireNumber(broker.settles[2]?.deliveryTag)).toBe(4);
+    await consumer.cancel();
+  });
+
   it('callback form acks when the handler resolves and nacks (requeue) when it throws', async () => {
     const { brokers, state, client } = await setup();
     const broker = first(brokers);

@@ -416,9 +416,12 @@ export class FakeBroker {
             this.consumerStreams.add(consumer);
             call.write({ subscribed: { consumerTag: tag, queue: queue.name, leader: this.nodeId } });
             this.pump(consumer);
-          } else if (r.settle !== null && r.settle !== undefined) {
-            this.settles.push(r.settle);
-            if (consumer !== undefined) this.settleConsumer(consumer, r.settle);
+          } else if ((r.settle !== null && r.settle !== undefined) || (r.settles !== null && r.settles !== undefined)) {
+            const settles = r.settle !== null && r.settle !== undefined ? [r.settle] : (r.settles?.settles ?? []);
+            for (const settle of settles) {
+              this.settles.push(settle);
+              if (consumer !== undefined) this.settleConsumer(consumer, settle);
+            }
           } else if (r.credit !== null && r.credit !== undefined) {
             this.credits.push(r.credit.prefetch ?? 0);
             if (consumer !== undefined) {

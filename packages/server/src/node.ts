@@ -42,6 +42,8 @@ export interface LocalConsumer {
   readonly stream: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>;
   /** Called when the node ends the consumer (lost leadership, queue deleted). */
   readonly end: (error: BrokerError) => void;
+  /** Deliveries made in this event-loop turn, pushed together at its end. */
+  outbox: pb.Delivery.$Properties[];
 }
 
 export interface LocalQueue {
@@ -311,7 +313,8 @@ export class BrokerNode {
           const consumer = this.consumers.get(effect.consumerId);
           if (consumer === undefined) break; // get, or a consumer attached elsewhere
           const delivery = deliveryOf(replica.name, consumer.tag, effect, replica.bodies.get(effect.messageId));
-          consumer.stream.write({ delivery });
+          if (consumer.outbox.length === 0) setImmediate(() => flushDeliveries(consumer));
+          consumer.outbox.push(delivery);
           this.metrics.deliveries.inc();
           break;
         }
@@ -681,6 +684,15 @@ export class BrokerNode {
     if (this.metricsServer !== null) this.metricsServer.close();
     await this.storage.close();
   }
+}
+
+/** One gRPC message for the turn's deliveries to a consumer (a single one as before). */
+function flushDeliveries(consumer: LocalConsumer): void {
+  const deliveries = consumer.outbox;
+  consumer.outbox = [];
+  if (deliveries.length === 0 || consumer.stream.cancelled || consumer.stream.destroyed) return;
+  if (deliveries.length === 1) consumer.stream.write({ delivery: deliveries[0] });
+  else consumer.stream.write({ deliveries: { deliveries } });
 }
 
 function leaderEffectsOf(queue: LocalQueue): Effect[] {

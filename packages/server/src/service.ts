@@ -496,6 +496,7 @@ export class BrokerApi {
         closed = true;
         fail(call, error);
       },
+      outbox: [],
     });
     const prefetch = subscribe.prefetch ?? UNLIMITED_PREFETCH;
     const reply = await this.node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0 });
@@ -520,10 +521,14 @@ export class BrokerApi {
       );
     };
     call.on('data', (request: pb.ConsumeRequest) => {
-      if (request.request === 'settle' && request.settle != null) {
-        const command = settleCommand(id, request.settle);
-        if (command instanceof BrokerError) call.write({ event: { kind: 'error', message: command.message } });
-        else proposeFromStream(command);
+      const settles = request.request === 'settle' && request.settle != null ? [request.settle] : request.request === 'settles' ? (request.settles?.settles ?? []) : null;
+      if (settles !== null) {
+        // In order, all in this turn: one Raft batch for the lot.
+        for (const settle of settles) {
+          const command = settleCommand(id, settle);
+          if (command instanceof BrokerError) call.write({ event: { kind: 'error', message: command.message } });
+          else proposeFromStream(command);
+        }
       } else if (request.request === 'credit' && request.credit != null) {
         proposeFromStream({ type: 'credit', consumerId: id, prefetch: request.credit.prefetch ?? 0 });
       } else {
