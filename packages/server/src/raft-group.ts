@@ -19,9 +19,9 @@ export interface GroupMachine<R> {
   restore(data: Uint8Array): void;
   /**
    * At least this many entries between snapshots. A queue's snapshot holds its live
-   * messages, so a queue of N messages snapshots every max(snapshotInterval, N) entries:
-   * each entry then pays O(1) snapshot work, and the log stays within about twice the
-   * live data.
+   * messages, so a queue of N messages snapshots every max(snapshotInterval, 2N) entries:
+   * each entry then pays O(1) snapshot work, and the log stays within about three times
+   * the live data.
    */
   snapshotGap?(): number;
 }
