@@ -87,6 +87,18 @@ describe('spec 1: routing through exchanges on a live cluster', () => {
     expect(await take('h1', 1)).toEqual(['hdr-match']);
   });
 
+  it('spec 2 outcomes: REJECTED by a full reject-publish queue, DUPLICATE for a re-sent producer sequence', async () => {
+    await client.declareQueue('bounded', { maxLength: 1, overflow: 'reject-publish' });
+    expect((await client.publish('', 'bounded', 'first')).outcome).toBe('confirmed');
+    const rejected = await client.publish('', 'bounded', 'second');
+    expect(rejected.outcome).toBe('rejected');
+    expect(rejected.reason).toContain('bounded');
+    await client.declareQueue('deduped');
+    expect((await client.publish('', 'deduped', 'once', { producerId: 'p1', sequence: 7 })).outcome).toBe('confirmed');
+    expect((await client.publish('', 'deduped', 'once', { producerId: 'p1', sequence: 7 })).outcome).toBe('duplicate');
+    expect((await client.queueStatus('deduped')).ready).toBe(1);
+  });
+
   it('mandatory: an unroutable message is returned to the publisher', async () => {
     await client.declareExchange('ex.empty', 'direct');
     const result = await client.publish('ex.empty', 'nowhere', 'lost?', { mandatory: true });
