@@ -110,7 +110,14 @@ export async function startNode(
     if (handOff) await node.shutdown();
     else await node.stop();
     api.close();
-    await new Promise<void>((done) => server.tryShutdown(() => done()));
+    // Peers keep their Raft streams open: give calls in progress a moment, then close all.
+    await new Promise<void>((done) => {
+      const timer = setTimeout(done, 500);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        done();
+      });
+    });
     server.forceShutdown();
   };
   return { node, address: config.advertise, logger, shutdown: () => finish(true), stop: () => finish(false) };

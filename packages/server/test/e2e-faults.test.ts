@@ -143,3 +143,21 @@ describe('spec 2: the disk alarm refuses publishes instead of failing later', ()
     expect((await client.queueStatus('alarmed')).ready).toBe(0);
   });
 });
+
+describe('graceful shutdown hands leadership off first', () => {
+  it('SIGTERM to a queue leader moves its leadership to a peer; publishes keep confirming; restart rejoins', async () => {
+    cluster = await TestCluster.start();
+    const client = cluster.client({ failoverTimeoutMs: 15_000 });
+    await client.declareQueue('handoff');
+    const leader = await cluster.leaderOf('handoff', client);
+    const stopping = cluster.stop(leader);
+    await stopping;
+    const next = await cluster.leaderOf('handoff', client);
+    expect(next).not.toBe(leader);
+    expect((await client.publish('', 'handoff', 'after-stop')).outcome).toBe('confirmed');
+    await cluster.restart(leader);
+    const status = await client.queueStatus('handoff');
+    expect(status.members).toContain(leader);
+    expect(status.ready).toBe(1);
+  });
+});
