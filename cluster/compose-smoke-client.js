@@ -8,9 +8,9 @@
 //      goes on before, during and after the failover); after a share of them,
 //      `docker kill` (SIGKILL) the container of the leader's compose service (node id nX is
 //      service nX);
-//   3. once every publish has its outcome, retry those that failed retriably (outcome
-//      unknown) with the same producer id and sequence, as the SDK README prescribes; then
-//      `docker start` the killed container again and wait until the cluster sees it;
+//   3. publishes that fail retriably (outcome unknown) are retried with the same producer id
+//      and sequence, as the SDK README prescribes; once every publish has its outcome,
+//      `docker start` the killed container again and wait until it is healthy and reachable;
 //   4. consume the queue and compare: lost = confirmed values never consumed (must be 0),
 //      duplicated = values consumed more than once (must be 0: the producer id lets the broker
 //      drop the publisher's re-sends and the retries). Every publish must end up confirmed, and
@@ -147,31 +147,66 @@ async function main() {
   // Healthy nodes may still be settling (peer streams, the metadata leader): a declare is
   // idempotent, so retriable failures are retried for a while.
   const declared = await retrying('declare', () => client.declareQueue(queue, { replicas: 3 }));
-  const first = await leaderOf(client, queue);
-  const leader = first.leader;
-  const container = await containerOf(leader);
-  const leaderAddress = await publishedAddress(container);
+  const initialLeader = (await leaderOf(client, queue)).leader;
+  const leaderAddress = await publishedAddress(await containerOf(initialLeader));
   await client.close();
   const ordered = [leaderAddress, ...addresses.filter((a) => a !== leaderAddress)];
   client = connect({ nodes: ordered, ...clientOptions });
-  log(`queue ${queue} (members ${declared.members.join(',')}), leader ${leader} at ${leaderAddress}; ` +
-    `publishing ${total} values at ${rate}/s, killing ${leader} (service ${leader} of ${project}) after ${killAt}`);
+  log(`queue ${queue} (members ${declared.members.join(',')}), leader ${initialLeader} at ${leaderAddress}; ` +
+    `publishing ${total} values at ${rate}/s, killing the leader's container (project ${project}) after ${killAt}`);
 
   // --- 2. publish, kill the leader part-way ------------------------------------------------
   // The publisher numbers its messages firstSequence, firstSequence + 1, ... in call order, so
-  // value i has sequence firstSequence + i: a publish whose outcome stays unknown can be
-  // retried below with the same producer id and sequence, which the broker deduplicates.
+  // value i has sequence firstSequence + i. A publish that fails retriably (e.g.
+  // OUTCOME_UNKNOWN: the broker may or may not hold it) is retried as packages/client/README.md
+  // says, with the same producer id and sequence, so that a message the broker already holds
+  // comes back 'duplicate' instead of being enqueued twice. New publishes wait while retries
+  // are pending: the broker's dedup remembers skipped sequences only within a reorder window
+  // (1024) below the highest it has seen, so a retry must not fall too far behind.
   const producerId = `compose-smoke-${runId}`;
   const firstSequence = Date.now() * 1000;
-  const publisher = client.createPublisher({ maxInFlight: 256, producerId, firstSequence });
+  const maxInFlight = 256;
+  const publisher = client.createPublisher({ maxInFlight, producerId, firstSequence });
   const confirmed = new Set();
-  const unknown = []; // [i, error]: rejected with a retriable error (outcome unknown)
-  const refused = new Map(); // outcome or error reason -> count: not retried
+  const unknown = []; // [i, error]: every publish that failed retriably
+  const toRetry = []; // indexes of those not retried yet
+  const refused = new Map(); // outcome or error reason -> count: not confirmed in the end
   const note = (reason) => refused.set(reason, (refused.get(reason) ?? 0) + 1);
+  let retriedHeld = 0;
+  let retriedNew = 0;
+  const retryUnknown = async () => {
+    while (toRetry.length > 0) {
+      const i = toRetry.shift();
+      const value = `${runId}:${i}`;
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        try {
+          const result = await client.publish('', queue, value, { producerId, sequence: firstSequence + i });
+          if (result.outcome === 'duplicate') retriedHeld += 1;
+          else if (result.outcome === 'confirmed') retriedNew += 1;
+          else {
+            note(`retry ${result.outcome}`);
+            break;
+          }
+          confirmed.add(value);
+          break;
+        } catch (error) {
+          if (error?.retriable !== true || Date.now() >= deadline) {
+            note(`retry ${error?.reason || error?.code || 'error'}`);
+            break;
+          }
+          await sleep(500);
+        }
+      }
+    }
+  };
   let lastConfirmAt = 0;
   let maxGap = 0;
-  let killedAt; // when `docker kill` returned: the leader is gone
-  let firstConfirmAfterKill; // ms after killedAt
+  let victim; // the node id killed: the queue's leader when the kill was due
+  let victimContainer;
+  let killIssuedAt; // just before `docker kill`: the times below count from here
+  let killedAt; // when `docker kill` returned: the node is gone
+  let firstConfirmAfterKill; // ms after killIssuedAt
   let confirmedAfterKill = 0;
   let publishedAfterKill = 0;
   let kill;
@@ -181,15 +216,24 @@ async function main() {
   for (let i = 0; i < total; i++) {
     const due = start + (i * 1000) / rate;
     if (due > Date.now()) await sleep(due - Date.now());
+    // Backpressure here rather than inside the publisher, so that retries go first.
+    while (publisher.inFlight >= maxInFlight && toRetry.length === 0) await sleep(2);
+    if (toRetry.length > 0) await retryUnknown();
     if (i === killAt) {
-      kill = docker('kill', container).then(() => {
+      kill = (async () => {
+        // The leader now (leadership can move by itself on a loaded machine).
+        victim = (await leaderOf(client, queue)).leader;
+        if (victim !== initialLeader) log(`the leader moved from ${initialLeader} to ${victim} before the kill`);
+        victimContainer = await containerOf(victim);
+        killIssuedAt = Date.now();
+        await docker('kill', victimContainer);
         killedAt = Date.now();
         // Watch for the new leader while the publishes go on, with short deadlines.
-        const watcher = connect({ nodes: ordered.slice(1), callTimeoutMs: 1_000, failoverTimeoutMs: 2_000, leaderRouting: false });
-        election = leaderOf(watcher, queue, { not: leader })
-          .then((status) => ({ leader: status.leader, after: Date.now() - killedAt }))
+        const watcher = connect({ nodes: addresses, callTimeoutMs: 1_000, failoverTimeoutMs: 2_000, leaderRouting: false });
+        election = leaderOf(watcher, queue, { not: victim })
+          .then((status) => ({ leader: status.leader, after: Date.now() - killIssuedAt }))
           .finally(() => watcher.close());
-      });
+      })();
     }
     if (killedAt !== undefined) publishedAfterKill += 1;
     const value = `${runId}:${i}`;
@@ -208,12 +252,16 @@ async function main() {
           lastConfirmAt = now;
           if (killedAt !== undefined) {
             confirmedAfterKill += 1;
-            firstConfirmAfterKill ??= now - killedAt;
+            firstConfirmAfterKill ??= now - killIssuedAt;
           }
         },
         (error) => {
-          if (error?.retriable === true) unknown.push([i, error]);
-          else note(error?.reason || error?.code || 'error');
+          if (error?.retriable === true) {
+            unknown.push([i, error]);
+            toRetry.push(i);
+          } else {
+            note(error?.reason || error?.code || 'error');
+          }
         },
       ),
     );
@@ -221,67 +269,51 @@ async function main() {
   await kill;
   await Promise.all(pending);
   await publisher.close();
+  await retryUnknown();
   const elected = await election;
   const publishMs = Date.now() - start;
   const unknownReasons = countBy(unknown.map(([, e]) => e.reason || e.code));
-  log(`published ${total} in ${seconds(publishMs)}: ${confirmed.size} confirmed (${confirmedAfterKill} after the kill), ` +
+  log(`killed ${victim} (docker kill took ${seconds(killedAt - killIssuedAt)}); published ${total} in ${seconds(publishMs)}: ` +
+    `${confirmed.size} confirmed (${confirmedAfterKill} after the kill), ` +
     `${unknown.length} failed retriably${unknown.length ? ` (${unknownReasons})` : ''}; ` +
     `new leader ${elected.leader} ${seconds(elected.after)} after the kill`);
 
-  // Publishes that failed retriably (e.g. OUTCOME_UNKNOWN: the broker may or may not hold
-  // them), retried as the SDK README says: same producer id and sequence, so that a message
-  // the broker already holds comes back 'duplicate' instead of being enqueued twice.
-  let retriedHeld = 0;
-  let retriedNew = 0;
-  for (const [i] of unknown) {
-    const value = `${runId}:${i}`;
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      try {
-        const result = await client.publish('', queue, value, { producerId, sequence: firstSequence + i });
-        if (result.outcome === 'duplicate') retriedHeld += 1;
-        else if (result.outcome === 'confirmed') retriedNew += 1;
-        else {
-          note(`retry ${result.outcome}`);
-          break;
-        }
-        confirmed.add(value);
-        break;
-      } catch (error) {
-        if (error?.retriable !== true || Date.now() >= deadline) {
-          note(`retry ${error?.reason || error?.code || 'error'}`);
-          break;
-        }
-        await sleep(500);
-      }
-    }
-  }
   if (unknown.length > 0) {
     log(`retried ${unknown.length} with their producer id and sequence: ${retriedHeld} the broker already held (duplicate), ` +
       `${retriedNew} newly confirmed`);
   }
 
   // --- 3. the killed node comes back -----------------------------------------------------
-  await docker('start', container);
+  await docker('start', victimContainer);
   const restartedAt = Date.now();
+  let health = '';
+  while (health !== 'healthy' && Date.now() - restartedAt < 60_000) {
+    health = await docker('inspect', '-f', '{{if .State.Health}}{{.State.Health.Status}}{{end}}', victimContainer).catch(() => '');
+    if (health !== 'healthy') await sleep(500);
+  }
+  const healthyAfter = Date.now() - restartedAt;
   let rejoined = false;
-  while (!rejoined && Date.now() - restartedAt < 60_000) {
+  while (!rejoined && Date.now() - restartedAt < 90_000) {
     try {
       const cluster = await client.clusterStatus();
-      rejoined = cluster.nodes[leader]?.reachable === true;
+      rejoined = Object.values(cluster.nodes).length > 0 && Object.values(cluster.nodes).every((n) => n.reachable);
     } catch {
       // a node is still starting
     }
     if (!rejoined) await sleep(250);
   }
-  log(`restarted ${leader}: ${rejoined ? `reachable again after ${seconds(Date.now() - restartedAt)}` : 'NOT reachable after 60s (consuming anyway)'}`);
+  log(`restarted ${victim}: ${health === 'healthy' ? `healthy after ${seconds(healthyAfter)}` : `not healthy after ${seconds(healthyAfter)} (${health || 'unknown'})`}, ` +
+    `${rejoined ? `all nodes reachable after ${seconds(Date.now() - restartedAt)}` : 'not all nodes reachable after 90s'} (consuming either way)`);
 
   // --- 4. consume everything ---------------------------------------------------------------
   const before = await leaderOf(client, queue);
-  log(`consuming: ${before.ready} ready on leader ${before.leader}`);
-  const counts = new Map();
+  const held = before.ready + before.unacked + before.delayed;
+  log(`consuming: ${held} held by leader ${before.leader}`);
+  const counts = new Map(); // value -> deliveries
+  const seenAt = new Map(); // value -> consumer.resubscriptions at its first delivery
   let deliveries = 0;
-  let redelivered = 0;
+  let redelivered = 0; // repeats after a consumer reconnection: at-least-once, not duplicates
+  let repeats = 0; // repeats on the same consume stream: the queue held the value twice
   const consumer = client.consume(queue, { prefetch: 500 });
   const consumeStart = Date.now();
   let lastDeliveryAt = Date.now();
@@ -295,9 +327,12 @@ async function main() {
     for await (const delivery of consumer) {
       lastDeliveryAt = Date.now();
       deliveries += 1;
-      if (delivery.redelivered) redelivered += 1;
       const value = delivery.body.toString();
-      counts.set(value, (counts.get(value) ?? 0) + 1);
+      const n = (counts.get(value) ?? 0) + 1;
+      counts.set(value, n);
+      if (n === 1) seenAt.set(value, consumer.resubscriptions);
+      else if (consumer.resubscriptions > seenAt.get(value)) redelivered += 1;
+      else repeats += 1;
       await delivery.ack();
     }
   } finally {
@@ -307,14 +342,19 @@ async function main() {
 
   // --- 5. verdict --------------------------------------------------------------------------
   const lost = [...confirmed].filter((v) => !counts.has(v));
-  const duplicated = [...counts.values()].filter((n) => n > 1).length;
   const foreign = [...counts.keys()].filter((v) => !v.startsWith(`${runId}:`)).length;
+  // Enqueued twice: more messages in the queue than distinct values, or a value delivered
+  // again on the same consume stream.
+  const duplicated = Math.max(held - counts.size, repeats);
   const never = total - confirmed.size;
   const neverText = never === 0 ? '' : ` (${countBy([...refused].flatMap(([r, n]) => Array(n).fill(r)))})`;
 
   const problems = [];
   if (lost.length > 0) problems.push(`${lost.length} confirmed values never consumed, e.g. ${lost.slice(0, 5).join(' ')}`);
-  if (duplicated > 0) problems.push(`${duplicated} values consumed more than once (producer id dedup)`);
+  if (duplicated > 0) {
+    problems.push(`duplicates despite the producer id: the queue held ${held} messages for ${counts.size} distinct values, ` +
+      `${repeats} values came twice on one consume stream`);
+  }
   if (foreign > 0) problems.push(`${foreign} consumed bodies that this run did not publish`);
   if (publishedAfterKill === 0) problems.push('the kill took effect only after the last publish: no failover was exercised');
   else if (confirmedAfterKill === 0) problems.push('nothing was confirmed after the leader was killed');
@@ -326,8 +366,9 @@ async function main() {
   console.log(
     `compose smoke: ${problems.length === 0 ? 'ok' : 'FAILED'}: published ${total}, confirmed ${confirmed.size}` +
       `${unknown.length ? ` (${unknown.length} only on retry, ${retriedHeld} of them already held)` : ''}, ` +
-      `consumed ${counts.size}, lost ${lost.length}, duplicated ${duplicated}; ` +
-      `failover: leader ${leader} killed, ${elected.leader} leads after ${seconds(elected.after)}, ` +
+      `consumed ${counts.size}${redelivered ? ` (+${redelivered} redelivered after a consumer reconnection)` : ''}, ` +
+      `lost ${lost.length}, duplicated ${duplicated}; ` +
+      `failover: leader ${victim} killed, ${elected.leader} leads after ${seconds(elected.after)}, ` +
       `first confirm after the kill ${firstConfirmAfterKill === undefined ? 'none' : seconds(firstConfirmAfterKill)}, ` +
       `longest confirm gap ${seconds(maxGap)}`,
   );

@@ -293,6 +293,9 @@ export class BrokerNode {
     if (preferred === undefined || preferred === this.nodeId) return;
     setTimeout(() => {
       if (!queue.group.isLeader || this.stopping) return;
+      // Moving the leader ends its consumers' streams (they resubscribe, their unacked
+      // messages are redelivered): only rebalance a queue nobody is consuming here.
+      if ([...this.consumers.values()].some((c) => c.queue === queue.definition.name)) return;
       const progress = queue.group.status().progress.get(preferred);
       if (progress !== undefined && progress.match >= queue.group.raft.lastIndex && this.transport.isConnected(preferred)) {
         this.logger.info({ queue: queue.definition.name, to: preferred }, 'handing leadership to the preferred leader');
