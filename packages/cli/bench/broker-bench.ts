@@ -96,6 +96,9 @@ async function main(): Promise<void> {
     for (const queueCount of [1, 10]) {
       const queues = Array.from({ length: queueCount }, (_, i) => `bench-${queueCount}-${i}`);
       for (const q of queues) await client.declareQueue(q, { deliveryLimit: -1 });
+      // Let the SDK learn the queues' leaders, so publishers connect to them directly.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await client.clusterStatus();
       for (const inFlight of [1, 256]) {
         const runs: PublishFigures[] = [];
         for (let r = 0; r < RUNS; r++) runs.push(await publishRun(client, queues, queueCount === 1 ? inFlight : Math.max(1, Math.floor(inFlight / queueCount))));

@@ -207,7 +207,7 @@ export class Publisher {
     let address: string;
     let call: PublishCall;
     try {
-      address = this.preferred ?? this.transport.currentAddress();
+      address = this.preferred ?? this.leaderOfFirstPending() ?? this.transport.currentAddress();
       this.preferred = undefined;
       const method = BrokerService.publishStream;
       call = this.transport.client(address).makeBidiStreamRequest(method.path, method.requestSerialize, method.responseDeserialize);
@@ -281,6 +281,18 @@ export class Publisher {
       return;
     }
     this.reconnectTimer = setTimeout(() => this.open(), wait);
+  }
+
+  /**
+   * A publish to the default exchange goes to the queue named by its routing key: open the
+   * stream at that queue's leader when known (no forwarding hop in the broker).
+   */
+  private leaderOfFirstPending(): string | undefined {
+    for (const entry of this.pending.values()) {
+      if ((entry.request.exchange ?? '') !== '') return undefined;
+      return this.transport.leaderOf(entry.request.message?.routingKey ?? '');
+    }
+    return undefined;
   }
 
   /** The node the current stream goes to ('' before the first publish). */
