@@ -3,6 +3,7 @@
  * exchange type, status, and the errors a client gets for bad requests.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, credentials, status as grpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { QuorumqError, type QuorumqClient } from '@quorumq/client';
 
 import { TestCluster } from './cluster.js';
@@ -231,6 +232,23 @@ describe('bad input gets a clear status and the node keeps serving', () => {
     await expectError(client.declareQueue('durable-off', { durable: false }), 'INVALID_ARGUMENT', 'DURABLE_REQUIRED');
     await expectError(client.declareExchange('ex.bad', 'nonsense' as 'direct'), 'INVALID_ARGUMENT');
     await expectError(client.declareQueue('too-many-replicas', { replicas: 5 }), 'INVALID_ARGUMENT');
+  });
+
+  it('a malformed request (bytes that are not the message) is refused and the node keeps serving', async () => {
+    const raw = new Client(cluster.addresses[0] ?? '', credentials.createInsecure());
+    const status = await new Promise<number>((resolve) => {
+      raw.makeUnaryRequest(
+        '/quorumq.v1.Broker/Publish',
+        (bytes: Buffer) => bytes,
+        (bytes: Buffer) => bytes,
+        Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01]),
+        (error: ServiceError | null) => resolve(error?.code ?? 0),
+      );
+    });
+    raw.close();
+    expect([grpcStatus.INTERNAL, grpcStatus.INVALID_ARGUMENT]).toContain(status);
+    await client.declareQueue('after-garbage');
+    expect((await client.publish('', 'after-garbage', 'fine')).outcome).toBe('confirmed');
   });
 
   it('oversized message: RESOURCE_EXHAUSTED, nothing stored', async () => {
