@@ -160,8 +160,25 @@ export class QuorumqClient {
   private lastRefresh = 0;
   private refreshing: Promise<void> | undefined;
 
+  /** Exclusive queues this session declared: their leases are renewed, and they go with the session. */
+  private readonly exclusive = new Map<string, QueueArguments | undefined>();
+  private readonly keepAlive: NodeJS.Timeout;
+
   constructor(options: ConnectOptions) {
     this.transport = new Transport(options);
+    this.keepAlive = setInterval(() => this.renewExclusive(), options.sessionKeepAliveMs ?? 10_000);
+    this.keepAlive.unref();
+  }
+
+  /** This client's session id (sent with every call; exclusive queues belong to it). */
+  get sessionId(): string {
+    return this.transport.sessionId;
+  }
+
+  private renewExclusive(): void {
+    for (const [name, args] of this.exclusive) {
+      this.declareQueue(name, args).catch(() => undefined);
+    }
   }
 
   /** The configured node addresses. */
@@ -182,6 +199,7 @@ export class QuorumqClient {
       arguments: queueArguments(args),
       passive: options.passive ?? false,
     });
+    if (args?.exclusive === true && options.passive !== true) this.exclusive.set(name, args);
     return {
       name: response.name ?? name,
       created: response.created ?? false,
@@ -194,6 +212,7 @@ export class QuorumqClient {
   async deleteQueue(name: string, options: DeleteQueueOptions = {}): Promise<{ messagesDropped: number }> {
     const response = await this.transport.unary(BrokerService.deleteQueue, { name, ifUnused: options.ifUnused ?? false, ifEmpty: options.ifEmpty ?? false });
     this.transport.forgetLeader(name);
+    this.exclusive.delete(name);
     return { messagesDropped: wireNumber(response.messagesDropped) };
   }
 
@@ -409,9 +428,14 @@ export class QuorumqClient {
   // ----- lifecycle ------------------------------------------------------------------------
 
   /** Cancels every consumer, destroys every publisher (flush them first) and closes all channels. */
+  /** Cancels consumers, ends publishers, deletes this session's exclusive queues, closes the channels. */
   async close(): Promise<void> {
+    clearInterval(this.keepAlive);
     for (const consumer of this.consumers) await consumer.cancel();
     this.consumers.clear();
+    // The session ends: so do its exclusive queues (spec 7). If this fails (no quorum), their
+    // leases expire on the brokers instead.
+    await Promise.all([...this.exclusive.keys()].map((name) => this.deleteQueue(name).catch(() => undefined)));
     for (const publisher of this.publishers) publisher.destroy();
     this.publishers.clear();
     this.transport.close();

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { MethodDefinition } from '@grpc/grpc-js';
 import { QuorumqError, toQuorumqError } from './errors.js';
@@ -31,6 +32,25 @@ export interface TransportOptions {
   readonly leaderRouting?: boolean;
   /** Minimum interval between two ClusterStatus refreshes made for routing. Default 1 000 ms. */
   readonly topologyRefreshMs?: number;
+  /**
+   * How often the client renews its exclusive queues' leases (spec 7: an exclusive queue
+   * lives as long as the session that declared it). Default 10 000 ms; keep it well below
+   * the brokers' `exclusiveLeaseMs` (default 30 000 ms).
+   */
+  readonly sessionKeepAliveMs?: number;
+}
+
+/** gRPC metadata naming the client's session on every call. */
+export const SESSION_METADATA = 'quorumq-session';
+
+function sessionInterceptor(sessionId: string): grpc.Interceptor {
+  return (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start: (metadata, listener, next) => {
+        metadata.set(SESSION_METADATA, sessionId);
+        next(metadata, listener);
+      },
+    });
 }
 
 /** Thrown inside a {@link Transport.withFailover} attempt to stop failing over. */
@@ -62,6 +82,9 @@ export class Transport {
   private current = 0;
   private closed = false;
 
+  /** This client's session (exclusive queues belong to it). */
+  readonly sessionId = randomUUID();
+
   constructor(options: TransportOptions) {
     if (options.nodes.length === 0) throw new TypeError('connect: at least one node address is required');
     this.addresses = [...new Set(options.nodes)];
@@ -89,7 +112,7 @@ export class Transport {
     if (this.closed) throw new QuorumqError('the client is closed', { code: 'CANCELLED', reason: 'CLIENT_CLOSED', retriable: false });
     let client = this.clients.get(address);
     if (client === undefined) {
-      client = new grpc.Client(address, this.credentials, this.channelOptions);
+      client = new grpc.Client(address, this.credentials, { ...this.channelOptions, interceptors: [sessionInterceptor(this.sessionId)] });
       this.clients.set(address, client);
     }
     return client;

@@ -27,6 +27,11 @@ export interface NodeConfig {
   readonly defaultReplicas: number;
   /** How long a publish or admin call waits for a quorum before UNAVAILABLE. */
   readonly requestTimeoutMs: number;
+  /**
+   * Spec 7: an exclusive queue belongs to the session that declared it. The SDK renews the
+   * lease (a redeclare) while the session lives; unused this long, the queue is deleted.
+   */
+  readonly exclusiveLeaseMs: number;
   readonly logLevel: string;
   /**
    * TEST ONLY: confirm publishes as soon as they are proposed, before they commit. Exists so
@@ -47,6 +52,7 @@ export const DEFAULTS = {
   diskFreeLimitBytes: 1024 * 1024 * 1024,
   defaultReplicas: 3,
   requestTimeoutMs: 5000,
+  exclusiveLeaseMs: 30_000,
   logLevel: 'info',
 } as const;
 
@@ -72,6 +78,7 @@ const ENV: Record<string, string> = {
   QUORUMQ_DEFAULT_REPLICAS: 'defaultReplicas',
   QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
   QUORUMQ_LOG_LEVEL: 'logLevel',
+  QUORUMQ_EXCLUSIVE_LEASE_MS: 'exclusiveLeaseMs',
   QUORUMQ_TEST_ONLY_CONFIRM_BEFORE_COMMIT: 'testOnlyConfirmBeforeCommit',
 };
 
@@ -158,6 +165,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     diskFreeLimitBytes: integer(raw, 'diskFreeLimitBytes', DEFAULTS.diskFreeLimitBytes, 0),
     defaultReplicas: integer(raw, 'defaultReplicas', DEFAULTS.defaultReplicas, 1),
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),
+    exclusiveLeaseMs: integer(raw, 'exclusiveLeaseMs', DEFAULTS.exclusiveLeaseMs, 100),
     logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
     testOnlyConfirmBeforeCommit: raw.testOnlyConfirmBeforeCommit === true || raw.testOnlyConfirmBeforeCommit === '1',
   };

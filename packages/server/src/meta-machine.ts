@@ -31,6 +31,8 @@ export interface QueueDefinition {
   readonly members: readonly NodeId[];
   /** The metadata index that created it: a queue re-created under the same name is a new group. */
   readonly createdIndex: number;
+  /** The proposer's clock at creation: the queue's `expires` lease starts here. */
+  readonly createdAt?: number;
 }
 
 export type MetaCommand =
@@ -41,6 +43,8 @@ export type MetaCommand =
       readonly args: QueueArgumentsInput;
       readonly passive: boolean;
       readonly members: readonly NodeId[];
+      /** The proposing node's clock (carried in the command, so every replica agrees). */
+      readonly createdAt?: number;
     }
   | { readonly type: 'deleteQueue'; readonly name: string; readonly reason: string; readonly createdIndex?: number }
   /** Changes nothing: its index tells a node how far to catch up to see every earlier change. */
@@ -171,7 +175,13 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     if (!reply.ok) {
       return { ok: false, code: reply.error.code, reason: topologyReason(reply.error.code, reply.error.message), message: reply.error.message };
     }
-    const definition: QueueDefinition = { name: command.name, args, members: [...command.members], createdIndex: index };
+    const definition: QueueDefinition = {
+      name: command.name,
+      args,
+      members: [...command.members],
+      createdIndex: index,
+      ...(command.createdAt !== undefined ? { createdAt: command.createdAt } : {}),
+    };
     this.queues.set(command.name, definition);
     return { ok: true, changed: true, warnings, queue: definition };
   }

@@ -206,7 +206,13 @@ export class BrokerNode {
 
   private createQueue(definition: QueueDefinition): void {
     const groupId = queueGroupId(definition);
-    const replica = new QueueReplica(definition.name, groupId, definition.args, { onEffects: (r, effects) => this.onEffects(r, effects) });
+    const replica = new QueueReplica(
+      definition.name,
+      groupId,
+      definition.args,
+      { onEffects: (r, effects) => this.onEffects(r, effects) },
+      definition.createdAt ?? 0,
+    );
     let local: LocalQueue | null = null;
     const group = new RaftGroup<QueueApplyResult>({
       groupId,

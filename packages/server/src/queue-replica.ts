@@ -68,8 +68,10 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     readonly groupId: string,
     args: QueueArguments,
     private readonly sink: QueueEffectSink,
+    /** The queue's creation time (leader clock): its idle lease starts there. */
+    createdAt = 0,
   ) {
-    this.state = createQueueState(name, args);
+    this.state = createQueueState(name, args, createdAt);
   }
 
   apply(entry: Entry, leader: boolean): QueueApplyResult {

@@ -40,6 +40,16 @@ import { deliveryOf } from './queue-replica.js';
 import pb = quorumq.v1;
 
 const BrokerClient = makeGenericClientConstructor(BrokerService, 'Broker');
+
+/** The caller's session (the SDK sends one id per client), for exclusive queues (spec 7). */
+export const SESSION_METADATA = 'quorumq-session';
+
+function sessionOf(call: { metadata: Metadata }): string | undefined {
+  const value = call.metadata.get(SESSION_METADATA)[0];
+  return typeof value === 'string' && value !== '' && value.length <= 128 ? value : undefined;
+}
+
+const withSession = (sessionId: string | undefined): { sessionId?: string } => (sessionId === undefined ? {} : { sessionId });
 const UNLIMITED_PREFETCH = 0;
 
 type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
@@ -187,9 +197,16 @@ export class BrokerApi {
   // ------------------------------------------------------------------------------------
   // Topology
 
-  async declareQueue(request: pb.DeclareQueueRequest): Promise<pb.DeclareQueueResponse.$Properties> {
+  async declareQueue(request: pb.DeclareQueueRequest, sessionId?: string): Promise<pb.DeclareQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
     const { input, replicas } = queueArgumentsFromWire(request.arguments);
+    if (input.exclusive === true && !request.passive) {
+      if (sessionId === undefined) {
+        throw invalidArgument(`an exclusive queue belongs to a client session: declare it with the SDK (metadata ${SESSION_METADATA})`, 'SESSION_REQUIRED');
+      }
+      // Its lease: unused (no consumer, no get, no redeclare by its session) this long, it goes.
+      if (input.expiresMs === undefined) (input as Record<string, unknown>).expiresMs = this.node.config.exclusiveLeaseMs;
+    }
     const clusterSize = this.node.config.peers.size;
     const size = replicas ?? Math.min(this.node.config.defaultReplicas, clusterSize);
     if (size < 1 || size > clusterSize) {
@@ -201,6 +218,7 @@ export class BrokerApi {
       args: input,
       passive: request.passive,
       members: this.placeMembers(name, size),
+      createdAt: Date.now(),
     });
     if (!reply.ok) throw metaError(reply);
     const definition = reply.queue;
@@ -211,13 +229,19 @@ export class BrokerApi {
         `queue ${JSON.stringify(name)} exists with replicas = ${definition.members.length}, the declare asked for ${replicas}`,
       );
     }
-    if (!reply.changed) {
-      // A redeclare renews the queue's `expires` lease (spec 7).
-      if (definition.args.expiresMs !== null) await this.node.proposeQueue(name, { type: 'declare' }).catch(() => undefined);
-    } else {
+    if (reply.changed) {
       // Wait (bounded) until the new queue's group has a leader, so a publish right after
       // the declare does not have to.
       await this.waitForQueueLeader(name, this.node.config.requestTimeoutMs);
+    }
+    if (definition.args.exclusive && !request.passive) {
+      // Records the owner on the first declare, renews the lease after; another session
+      // gets RESOURCE_LOCKED.
+      const owned = await this.node.proposeQueue(name, { type: 'declare', ...withSession(sessionId) });
+      if (owned.type === 'error') throw queueError(owned, name);
+    } else if (!reply.changed && definition.args.expiresMs !== null) {
+      // A redeclare renews the queue's `expires` lease (spec 7).
+      await this.node.proposeQueue(name, { type: 'declare' }).catch(() => undefined);
     }
     return { name, created: reply.changed, warnings: [...(reply.warnings ?? [])], members: [...definition.members] };
   }
@@ -243,10 +267,10 @@ export class BrokerApi {
     }
   }
 
-  async deleteQueue(request: pb.DeleteQueueRequest): Promise<pb.DeleteQueueResponse.$Properties> {
+  async deleteQueue(request: pb.DeleteQueueRequest, sessionId?: string): Promise<pb.DeleteQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
     const definition = await this.node.queueDefinition(name);
-    const reply = await this.node.proposeQueue(name, { type: 'delete', ifUnused: request.ifUnused, ifEmpty: request.ifEmpty });
+    const reply = await this.node.proposeQueue(name, { type: 'delete', ifUnused: request.ifUnused, ifEmpty: request.ifEmpty, ...withSession(sessionId) });
     if (reply.type === 'error') throw queueError(reply, name);
     const dropped = reply.type === 'deleted' ? reply.messagesDropped : 0;
     const meta = await this.node.proposeMeta({ type: 'deleteQueue', name, reason: 'delete', createdIndex: definition.createdIndex });
@@ -255,9 +279,9 @@ export class BrokerApi {
     return { messagesDropped: dropped };
   }
 
-  async purgeQueue(request: pb.PurgeQueueRequest): Promise<pb.PurgeQueueResponse.$Properties> {
+  async purgeQueue(request: pb.PurgeQueueRequest, sessionId?: string): Promise<pb.PurgeQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
-    const reply = await this.node.proposeQueue(name, { type: 'purge' });
+    const reply = await this.node.proposeQueue(name, { type: 'purge', ...withSession(sessionId) });
     if (reply.type === 'error') throw queueError(reply, name);
     const dropped = reply.type === 'purged' ? reply.messagesDropped : 0;
     this.node.logger.info({ queue: name, messagesDropped: dropped }, 'queue purged');
@@ -499,7 +523,7 @@ export class BrokerApi {
       outbox: [],
     });
     const prefetch = subscribe.prefetch ?? UNLIMITED_PREFETCH;
-    const reply = await this.node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0 });
+    const reply = await this.node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0, ...withSession(sessionOf(call)) });
     if (reply.reply.type === 'error') {
       close();
       throw queueError(reply.reply, name);
@@ -556,10 +580,14 @@ export class BrokerApi {
   ): void {
     const address = this.node.addressOf(leader);
     if (address === null) throw unavailable('NO_LEADER', `the leader of queue ${JSON.stringify(subscribe.queue)} is unknown`);
+    const metadata = new Metadata();
+    const session = sessionOf(call);
+    if (session !== undefined) metadata.set(SESSION_METADATA, session);
     const upstream = this.clientFor(address).makeBidiStreamRequest(
       BrokerService.consume.path,
       BrokerService.consume.requestSerialize,
       BrokerService.consume.responseDeserialize,
+      metadata,
     ) as ClientDuplexStream<pb.ConsumeRequest.$Properties, pb.ConsumeResponse>;
     upstream.write({ subscribe });
     upstream.on('data', (response: pb.ConsumeResponse) => call.write(response));
@@ -593,6 +621,7 @@ export class BrokerApi {
     method: { path: string; requestSerialize: (r: Req) => Buffer; responseDeserialize: (b: Buffer) => Res },
     request: Req,
     here: () => Promise<Res>,
+    sessionId?: string,
   ): Promise<Res> {
     const leader = await this.queueLeader(name);
     if (leader === this.node.nodeId) return here();
@@ -604,27 +633,36 @@ export class BrokerApi {
         method.requestSerialize,
         method.responseDeserialize,
         request,
-        new Metadata(),
+        (() => {
+          const metadata = new Metadata();
+          if (sessionId !== undefined) metadata.set(SESSION_METADATA, sessionId);
+          return metadata;
+        })(),
         { deadline: Date.now() + this.node.config.requestTimeoutMs },
         (error: ServiceError | null, response?: Res) => (error !== null || response === undefined ? reject(error) : resolve(response)),
       );
     });
   }
 
-  async get(request: pb.GetRequest): Promise<pb.GetResponse.$Properties> {
+  async get(request: pb.GetRequest, sessionId?: string): Promise<pb.GetResponse.$Properties> {
     const name = requireName(request.queue, 'queue');
     return this.atLeader<pb.GetRequest.$Properties, pb.GetResponse.$Properties>(name, BrokerService.get, request, async () => {
       const local = this.node.queues.get(name);
       if (local === undefined || !local.group.isLeader) throw unavailable('NOT_LEADER', 'leadership moved; retry');
       const consumerId = request.manualAck ? `${this.node.nodeId}/get/${this.node.newConsumerId()}` : undefined;
-      const result = await this.node.proposeLocal(local, { type: 'get', ackMode: request.manualAck ? 'manual' : 'auto', ...(consumerId ? { consumerId } : {}) });
+      const result = await this.node.proposeLocal(local, {
+        type: 'get',
+        ackMode: request.manualAck ? 'manual' : 'auto',
+        ...(consumerId ? { consumerId } : {}),
+        ...withSession(sessionId),
+      });
       const reply = result.reply;
       if (reply.type === 'error') throw queueError(reply, name);
       const state = local.replica.state;
       const messageCount = state.totals.ready.count;
       if (reply.type !== 'message') return { messageCount };
       return { delivery: deliveryOf(name, consumerId ?? '', reply.message, result.stored), messageCount };
-    });
+    }, sessionId);
   }
 
   async settleGet(request: pb.SettleGetRequest): Promise<pb.SettleGetResponse.$Properties> {
@@ -733,9 +771,9 @@ export class BrokerApi {
 
   implementation(): UntypedServiceImplementation {
     return {
-      declareQueue: unary((r: pb.DeclareQueueRequest) => this.declareQueue(r)),
-      deleteQueue: unary((r: pb.DeleteQueueRequest) => this.deleteQueue(r)),
-      purgeQueue: unary((r: pb.PurgeQueueRequest) => this.purgeQueue(r)),
+      declareQueue: unary((r: pb.DeclareQueueRequest, call) => this.declareQueue(r, sessionOf(call))),
+      deleteQueue: unary((r: pb.DeleteQueueRequest, call) => this.deleteQueue(r, sessionOf(call))),
+      purgeQueue: unary((r: pb.PurgeQueueRequest, call) => this.purgeQueue(r, sessionOf(call))),
       declareExchange: unary((r: pb.DeclareExchangeRequest) => this.declareExchange(r)),
       deleteExchange: unary((r: pb.DeleteExchangeRequest) => this.deleteExchange(r)),
       bind: unary((r: pb.BindRequest) => this.bind(r)),
@@ -743,7 +781,7 @@ export class BrokerApi {
       publish: unary((r: pb.PublishRequest) => this.publish(r)),
       publishStream: (call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>) => this.publishStream(call),
       consume: (call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>) => this.consume(call),
-      get: unary((r: pb.GetRequest) => this.get(r)),
+      get: unary((r: pb.GetRequest, call) => this.get(r, sessionOf(call))),
       settleGet: unary((r: pb.SettleGetRequest) => this.settleGet(r)),
       move: (call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>) => {
         this.move(call).then(

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, credentials, status as grpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { QuorumqError, type QuorumqClient } from '@quorumq/client';
+import { quorumq } from '@quorumq/proto';
 
 import { TestCluster } from './cluster.js';
 
@@ -12,8 +13,8 @@ let cluster: TestCluster;
 let client: QuorumqClient;
 
 beforeAll(async () => {
-  cluster = await TestCluster.start();
-  client = cluster.client();
+  cluster = await TestCluster.start({ env: { QUORUMQ_EXCLUSIVE_LEASE_MS: '2000' } });
+  client = cluster.client({ sessionKeepAliveMs: 500 });
 });
 
 afterAll(async () => {
@@ -197,6 +198,49 @@ describe('spec 7: queue lifecycle across the cluster', () => {
     expect(await gone('auto')).toBe(true);
     // The name is free again: a new declare creates a new, empty queue.
     expect((await client.declareQueue('auto', { autoDelete: true })).created).toBe(true);
+  });
+
+  it('exclusive: only the declaring session may use it (others get RESOURCE_LOCKED); it goes when the session closes', async () => {
+    const owner = cluster.client({ sessionKeepAliveMs: 500 });
+    const other = cluster.client({ sessionKeepAliveMs: 500 });
+    await owner.declareQueue('mine', { exclusive: true });
+    // Publishing is not locked (as in RabbitMQ); consuming, getting, redeclaring, purging are.
+    expect((await other.publish('', 'mine', 'from-other')).outcome).toBe('confirmed');
+    await expect(other.get('mine')).rejects.toMatchObject({ code: 'FAILED_PRECONDITION', reason: 'RESOURCE_LOCKED' });
+    await expect(other.declareQueue('mine', { exclusive: true })).rejects.toMatchObject({ reason: 'RESOURCE_LOCKED' });
+    await expect(other.purgeQueue('mine')).rejects.toMatchObject({ reason: 'RESOURCE_LOCKED' });
+    expect((await owner.get('mine'))?.body.toString()).toBe('from-other');
+    // The owner's lease is renewed while it lives (the lease here is 2 s).
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await client.queueStatus('mine')).name).toBe('mine');
+    await owner.close();
+    expect(await gone('mine')).toBe(true);
+    await other.close();
+  });
+
+  it('exclusive: when its session dies without closing, the queue goes when its lease expires', async () => {
+    const crashed = cluster.client({ sessionKeepAliveMs: 60_000 });
+    await crashed.declareQueue('orphan', { exclusive: true });
+    // No close(), no renewal: as if the process died.
+    const started = Date.now();
+    expect(await gone('orphan')).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('exclusive: a declare without a session is refused with a reason', async () => {
+    const raw = new Client(cluster.addresses[0] ?? '', credentials.createInsecure());
+    const error = await new Promise<ServiceError | null>((resolve) => {
+      raw.makeUnaryRequest(
+        '/quorumq.v1.Broker/DeclareQueue',
+        (r: Buffer) => r,
+        (b: Buffer) => b,
+        Buffer.from(quorumq.v1.DeclareQueueRequest.encode({ name: 'no-session', arguments: { exclusive: true } }).finish()),
+        (e: ServiceError | null) => resolve(e),
+      );
+    });
+    raw.close();
+    expect(error?.code).toBe(grpcStatus.INVALID_ARGUMENT);
+    expect(error?.metadata.get('quorumq-reason')).toEqual(['SESSION_REQUIRED']);
   });
 
   it('expires: an unused queue is deleted after its lease; delete if-empty refuses a queue with messages', async () => {
