@@ -21,6 +21,13 @@ export interface CheckResult {
   readonly duplicateDeliveries: number;
   readonly recovered: number;
   readonly dedupViolations: number;
+  /**
+   * Publishes answered DUPLICATE the first time they were sent (no re-send, a sequence never
+   * used before): the broker says it already holds them. They count as confirmed; `lostDuplicates`
+   * of them were never consumed.
+   */
+  readonly firstSendDuplicates: number;
+  readonly lostDuplicates: number;
   readonly ok: boolean;
   /** Up to 50 examples of each anomaly. */
   readonly examples: {
@@ -43,13 +50,18 @@ export function check(history: History, deadLetterQueues: ReadonlySet<string>): 
   let consumed = 0;
   let deadLettered = 0;
   let duplicateDeliveries = 0;
+  let firstSendDuplicates = 0;
+  let lostDuplicates = 0;
 
   for (const attempt of history.attempts.values()) {
     const c = history.consumed.get(attempt.value);
     const acks = c === undefined ? 0 : [...c.acked.values()].reduce((a, b) => a + b, 0);
+    const firstDuplicate = attempt.outcomes[0]?.startsWith('duplicate') ?? false;
+    if (firstDuplicate) firstSendDuplicates += 1;
     if (attempt.confirmed) {
       confirmed += 1;
       if (acks === 0) lost.push(attempt.value);
+      if (acks === 0 && firstDuplicate) lostDuplicates += 1;
     } else if (acks > 0) {
       recovered += 1;
     }
@@ -83,6 +95,8 @@ export function check(history: History, deadLetterQueues: ReadonlySet<string>): 
     duplicateDeliveries,
     recovered,
     dedupViolations: dedupViolations.length,
+    firstSendDuplicates,
+    lostDuplicates,
     ok: lost.length === 0 && unexpected.length === 0 && dedupViolations.length === 0,
     lostDetail: lost.slice(0, 50).map((value) => {
       const a = history.attempts.get(value);

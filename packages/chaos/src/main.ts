@@ -25,10 +25,11 @@ const program = new Command('chaos')
   .option('--duration <seconds>', 'how long faults are injected', integer('--duration', 1), 60)
   .option('--faults <list>', `comma-separated fault kinds, repeated ones weigh more (${FAULT_KINDS.join(',')})`, DEFAULT_FAULTS.join(','))
   .option('--report <file>', 'JSON report file (default ./data/chaos/chaos-<seed>-<time>.json)')
-  .option('--rate <n>', 'messages per second per publisher (4 publishers)', integer('--rate', 1), 100)
+  .option('--rate <n>', 'messages per second per publisher (4 publishers)', integer('--rate', 1), 50)
   .option('--broken-build', 'start the nodes with QUORUMQ_TEST_ONLY_CONFIRM_BEFORE_COMMIT=1 (the checker must fail)')
   .option('--leader-kill-rounds <n>', 'instead of the schedule: up to n rounds of kill -9 of a queue leader under a fast publisher, stopping at the first loss', integer('--leader-kill-rounds', 1))
   .option('--isolate-before-kill <ms>', 'with --leader-kill-rounds: cut the leader off from its followers this long before each kill', integer('--isolate-before-kill', 0), 0)
+  .option('--keep-publishers', 'never replace a producer-id publisher that gave up (by default it is replaced, which starts a new sequence range)')
   .option('--compose', 'run against the docker-compose cluster instead of local processes')
   .option('--node-output', "forward the nodes' output to stderr");
 
@@ -43,6 +44,7 @@ const opts = program.opts<{
   leaderKillRounds?: number;
   isolateBeforeKill: number;
   compose?: boolean;
+  keepPublishers?: boolean;
   nodeOutput?: boolean;
 }>();
 
@@ -63,16 +65,28 @@ async function main(): Promise<number> {
     );
     return c.lost > 0 || c.unexpected > 0 ? 1 : 0;
   }
+  let faults;
+  try {
+    faults = parseFaults(opts.faults);
+  } catch (error) {
+    console.error(`chaos: ${error instanceof Error ? error.message : String(error)}`);
+    return 2;
+  }
   const report = await runChaos({
     durationS: opts.duration,
-    faults: parseFaults(opts.faults),
+    faults,
     rate: opts.rate,
     env,
     ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
     ...(opts.report !== undefined ? { report: opts.report } : {}),
     ...(opts.nodeOutput ? { inheritOutput: true } : {}),
+    ...(opts.keepPublishers ? { replacePublishers: false } : {}),
   });
   console.log(summaryLine(report));
+  if (!report.drainVerified) {
+    console.log(`chaos INCONCLUSIVE: the queues could not be drained, the counts are not final (see "drain" in the report); replay with: ${report.replay}`);
+    return 2;
+  }
   if (!report.ok) {
     console.log(`chaos FAILED: replay with: ${report.replay}`);
     if (report.counts.lost > 0) console.log(`  lost (first ${report.counts.examples.lost.length}): ${report.counts.examples.lost.join(' ')}`);

@@ -64,7 +64,12 @@ export async function runLeaderKillRounds(options: RoundsOptions = {}): Promise<
     for (let round = 1; round <= maxRounds; round++) {
       await monitor.waitAllLeaders(ALL_QUEUES, 30_000);
       const old = await monitor.leaderOf(QUEUES.work);
-      const publisher = new PublisherLoop({ name: `fast-r${round}`, queue: QUEUES.work, producerId: false, rate: 0, maxInFlight: 128, retries: 0 }, client, history).start();
+      // The publisher talks to the leader first, so that what the kill (and the isolation) cuts
+      // off is what the leader itself accepted.
+      const leaderAddress = old !== null ? cluster.node(old.leader).address : null;
+      const ordered = leaderAddress !== null ? [leaderAddress, ...cluster.addresses.filter((a) => a !== leaderAddress)] : cluster.addresses;
+      const publishClient = connect({ nodes: ordered, failoverTimeoutMs: 10_000, callTimeoutMs: 3000 });
+      const publisher = new PublisherLoop({ name: `fast-r${round}`, queue: QUEUES.work, producerId: false, rate: 0, maxInFlight: 128, retries: 0 }, publishClient, history).start();
       await sleep(options.beforeKillMs ?? 1000);
       const isolateMs = options.isolateBeforeKillMs ?? 0;
       if (old !== null && isolateMs > 0) {
@@ -77,6 +82,7 @@ export async function runLeaderKillRounds(options: RoundsOptions = {}): Promise<
       const elected = await monitor.waitNewLeader(QUEUES.work, old, killedAt, 15_000);
       await sleep(Math.max(0, (options.afterKillMs ?? 1000) - (Date.now() - killedAt)));
       await publisher.stop();
+      await publishClient.close().catch(() => undefined);
       if (old !== null) await cluster.restart(old.leader);
       await monitor.waitAllLeaders(ALL_QUEUES, 30_000);
       await drainQueue(cluster.addresses, QUEUES.work, history, Date.now() + 60_000);

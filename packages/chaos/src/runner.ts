@@ -23,6 +23,7 @@ import {
   drainQueue,
   sleep,
   type ConsumerSpec,
+  type DrainResult,
   type PublisherSpec,
 } from './workload.js';
 
@@ -38,6 +39,8 @@ export interface ChaosOptions {
   readonly env?: Record<string, string>;
   readonly log?: (line: string) => void;
   readonly inheritOutput?: boolean;
+  /** Replace a producer-id publisher that gave up by a new one (new sequence range). Default true. */
+  readonly replacePublishers?: boolean;
 }
 
 export interface TimelineEvent {
@@ -74,19 +77,23 @@ export interface ChaosReport {
   readonly tag: string;
   readonly replay: string;
   readonly startedAt: string;
-  readonly options: { durationS: number; faults: readonly FaultKind[]; rate: number; env: Record<string, string> };
+  readonly options: { durationS: number; faults: readonly FaultKind[]; rate: number; env: Record<string, string>; replacePublishers: boolean };
   readonly schedule: readonly string[];
   readonly faults: readonly FaultRecord[];
   readonly faultsInjected: number;
   readonly faultsSurvived: number;
   readonly counts: CheckResult;
+  /** false when `ok` is false only because the queues could not be drained: inconclusive. */
   readonly ok: boolean;
+  /** Every node reported every queue empty after the drain (else lost counts are not final). */
+  readonly drainVerified: boolean;
   readonly leaderElections: readonly LeaderElection[];
   readonly timeToNewLeaderAfterKill: { count: number; medianMs: number | null; maxMs: number | null; missing: number };
   readonly maxUnavailability: { ms: number; fromT: number; toT: number; faults: string[] };
   readonly throughput: { duringFaults: number; withoutFaults: number; faultSeconds: number; clearSeconds: number };
   readonly workloadMs: number;
   readonly drainMs: number;
+  readonly drain: readonly DrainResult[];
   readonly publishers: readonly unknown[];
   readonly consumers: readonly unknown[];
   readonly nodeCrashes: readonly { id: string; t: number; code: number | null; signal: string | null; output: string }[];
@@ -113,7 +120,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   const durationS = options.durationS ?? 60;
   const durationMs = durationS * 1000;
   const faults = options.faults ?? DEFAULT_FAULTS;
-  const rate = options.rate ?? 100;
+  const rate = options.rate ?? 50;
   const env = { QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576', ...options.env };
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const tag = `c${seed}-${Date.now().toString(36)}`;
@@ -141,6 +148,8 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   const consumers: ConsumerLoop[] = [];
   let workloadMs = 0;
   let drainMs = 0;
+  const drained: DrainResult[] = [];
+  let drainVerified = false;
   try {
     await declareTopology(admin);
     await monitor.waitAllLeaders(ALL_QUEUES, 30_000);
@@ -148,9 +157,9 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     monitor.start();
 
     const publisherSpecs: PublisherSpec[] = [
-      { name: 'work-pid', queue: QUEUES.work, producerId: true, rate, maxInFlight: 32, retries: 0 },
+      { name: 'work-pid', queue: QUEUES.work, producerId: true, rate, maxInFlight: 32, retries: 0, replaceOnFailure: options.replacePublishers ?? true },
       { name: 'work', queue: QUEUES.work, producerId: false, rate, maxInFlight: 32, retries: 2 },
-      { name: 'dlx-pid', queue: QUEUES.dlxSource, producerId: true, rate, maxInFlight: 32, retries: 0 },
+      { name: 'dlx-pid', queue: QUEUES.dlxSource, producerId: true, rate, maxInFlight: 32, retries: 0, replaceOnFailure: options.replacePublishers ?? true },
       { name: 'limited', queue: QUEUES.limited, producerId: false, rate, maxInFlight: 32, retries: 2 },
     ];
     const consumerSpecs: ConsumerSpec[] = [
@@ -194,9 +203,11 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     // Drain: the source queues first (their dead letters land in the DLQ), then the DLQ.
     timeline.push({ t: at(), type: 'phase', phase: 'drain' });
     const drainStart = Date.now();
-    const deadline = Date.now() + 180_000;
-    await Promise.all([QUEUES.work, QUEUES.dlxSource, QUEUES.limited].map((q) => drainQueue(cluster.addresses, q, history, deadline)));
-    await drainQueue(cluster.addresses, QUEUES.dlq, history, deadline);
+    const deadline = Date.now() + 600_000;
+    drained.push(...(await Promise.all([QUEUES.work, QUEUES.dlxSource, QUEUES.limited].map((q) => drainQueue(cluster.addresses, q, history, deadline)))));
+    drained.push(await drainQueue(cluster.addresses, QUEUES.dlq, history, deadline));
+    drainVerified = await verifyEmpty(cluster.addresses);
+    for (const d of drained) if (!d.emptied) log(`chaos: ${d.queue} did not report empty within the drain deadline: ${JSON.stringify(d.last)}`);
     drainMs = Date.now() - drainStart;
     timeline.push({ t: at(), type: 'phase', phase: 'checked' });
   } finally {
@@ -217,19 +228,21 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     tag,
     replay,
     startedAt,
-    options: { durationS, faults, rate, env },
+    options: { durationS, faults, rate, env, replacePublishers: options.replacePublishers ?? true },
     schedule: schedule.map(describeFault),
     faults: records,
     faultsInjected: records.length,
     faultsSurvived: records.filter((r) => r.survived).length,
     counts,
-    ok: counts.lost === 0 && counts.unexpected === 0,
+    ok: counts.lost === 0 && counts.unexpected === 0 && drainVerified,
+    drainVerified,
     leaderElections: elections,
     timeToNewLeaderAfterKill: { count: kills.length, medianMs: median(killMs), maxMs: killMs.length > 0 ? Math.max(...killMs) : null, missing: kills.length - killMs.length },
     maxUnavailability: unavailability(history.confirmTimes, t0, t0 + workloadMs, records),
     throughput: throughput(history.confirmTimes, t0, workloadMs, records),
     workloadMs,
     drainMs,
+    drain: drained,
     publishers: publishers.map((p) => p.stats),
     consumers: consumers.map((c) => c.stats),
     nodeCrashes: crashes,
@@ -341,6 +354,22 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   }
 }
 
+/** True when every node reports every queue empty (nothing ready, unacked, delayed, dead-lettering). */
+async function verifyEmpty(addresses: readonly string[]): Promise<boolean> {
+  for (const address of addresses) {
+    const client = connect({ nodes: [address], callTimeoutMs: 3000, failoverTimeoutMs: 3000, leaderRouting: false });
+    try {
+      const status = await client.clusterStatus();
+      for (const q of Object.values(status.queues)) if (q.ready + q.unacked + q.delayed + q.deadLettering !== 0) return false;
+    } catch {
+      return false;
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  }
+  return true;
+}
+
 /** The longest time without a confirmed publish during the workload, and the faults around it. */
 function unavailability(times: readonly number[], from: number, to: number, faults: readonly FaultRecord[]): ChaosReport['maxUnavailability'] {
   const sorted = [...times].sort((a, b) => a - b);
@@ -390,10 +419,10 @@ export function summaryLine(report: ChaosReport): string {
   const c = report.counts;
   const k = report.timeToNewLeaderAfterKill;
   return (
-    `chaos ${report.ok ? 'PASS' : 'FAIL'} seed=${report.seed} faults=${report.faultsSurvived}/${report.faultsInjected} ` +
+    `chaos ${report.ok ? 'PASS' : report.drainVerified ? 'FAIL' : 'INCONCLUSIVE'} seed=${report.seed} faults=${report.faultsSurvived}/${report.faultsInjected} ` +
     `confirmed=${c.confirmed} lost=${c.lost} unexpected=${c.unexpected} duplicated=${c.duplicated} recovered=${c.recovered} ` +
-    `dedupViolations=${c.dedupViolations} deadLettered=${c.deadLettered} newLeader(median/max)=${k.medianMs ?? '-'}/${k.maxMs ?? '-'}ms ` +
+    `dedupViolations=${c.dedupViolations} firstSendDuplicates=${c.firstSendDuplicates}(lost ${c.lostDuplicates}) deadLettered=${c.deadLettered} newLeader(median/max)=${k.medianMs ?? '-'}/${k.maxMs ?? '-'}ms ` +
     `maxUnavailable=${report.maxUnavailability.ms}ms tput(faults/clear)=${report.throughput.duringFaults}/${report.throughput.withoutFaults}/s ` +
-    `crashes=${report.nodeCrashes.length} report=${report.reportFile}`
+    `crashes=${report.nodeCrashes.length} drain=${report.drainVerified ? 'verified' : 'INCOMPLETE'} report=${report.reportFile}`
   );
 }

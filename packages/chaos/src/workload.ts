@@ -52,6 +52,11 @@ export interface PublisherSpec {
   readonly maxInFlight: number;
   /** Without a producer id: how many times a failed publish of a value is tried again. */
   readonly retries: number;
+  /**
+   * With a producer id: replace the publisher (a new one, a new sequence range, as after an
+   * application restart) once it gave up. Default true.
+   */
+  readonly replaceOnFailure?: boolean;
 }
 
 export interface PublisherStats {
@@ -109,11 +114,16 @@ export class PublisherLoop {
     const burst = Math.max(1, spec.rate / 5);
     while (this.running) {
       if (this.broken) {
-        await this.idle();
-        publisher.destroy();
-        publisher = this.make();
+        // A failure: back off a little. A producer-id publisher that gave up (no node took
+        // its stream within the failover timeout) is replaced once its outcomes are in.
+        await sleep(100);
+        if (spec.producerId && spec.replaceOnFailure !== false) {
+          await this.idle();
+          publisher.destroy();
+          publisher = this.make();
+          this.stats.restarts += 1;
+        }
         this.broken = false;
-        this.stats.restarts += 1;
       }
       if (this.inFlight >= spec.maxInFlight) {
         await sleep(2);
@@ -265,33 +275,68 @@ export class ConsumerLoop {
 
 /**
  * Drains `queue`: acks everything until the queue reports nothing ready, unacked, delayed or
- * dead-lettering twice in a row with no delivery for `idleMs`, or until `deadline`.
+ * dead-lettering twice in a row with no delivery for `idleMs`; gives up at `deadline` or
+ * after `stallMs` without a delivery.
  */
-export async function drainQueue(addresses: readonly string[], queue: string, history: History, deadline: number, idleMs = 1500): Promise<number> {
+export interface DrainResult {
+  readonly queue: string;
+  readonly consumed: number;
+  /** Whether the queue reported itself empty; false: the deadline passed first. */
+  readonly emptied: boolean;
+  /** The last status seen: ready, unacked, delayed, deadLettering. */
+  readonly last: { ready: number; unacked: number; delayed: number; deadLettering: number } | null;
+  readonly ms: number;
+}
+
+export async function drainQueue(addresses: readonly string[], queue: string, history: History, deadline: number, idleMs = 1500, stallMs = 60_000): Promise<DrainResult> {
+  const started = Date.now();
+  let lastStatus: DrainResult['last'] = null;
   const client = connect({ nodes: [...addresses], failoverTimeoutMs: 20_000 });
   let count = 0;
   let last = Date.now();
-  const consumer = client.consume(queue, { prefetch: 200 });
+  const consumer = client.consume(queue, { prefetch: 500 });
+  // Acks go in batches (ack with multiple); a value counts as consumed when its ack is sent.
+  let unacked: { value: string | null; delivery: { ack(o?: { multiple?: boolean }): Promise<void> } }[] = [];
+  const flush = (): void => {
+    const batch = unacked;
+    unacked = [];
+    const tail = batch[batch.length - 1];
+    if (tail === undefined) return;
+    for (const item of batch) if (item.value !== null) history.acked(queue, item.value);
+    void tail.delivery.ack({ multiple: true }).catch(() => undefined);
+  };
+  const timer = setInterval(flush, 100);
   const iterate = (async () => {
     for await (const delivery of consumer) {
       const value = history.delivered(queue, delivery.body.toString(), delivery.deliveryCount, delivery.deaths.length > 0);
-      if (value !== null) history.acked(queue, value);
-      void delivery.ack().catch(() => undefined);
+      unacked.push({ value, delivery });
+      if (unacked.length >= 100) flush();
       count += 1;
       last = Date.now();
     }
   })().catch(() => undefined);
   let empty = 0;
+  let progressAt = Date.now();
+  let progressMark = -1;
   while (Date.now() < deadline) {
     await sleep(300);
+    if (count !== progressMark) {
+      progressMark = count;
+      progressAt = Date.now();
+    }
+    if (Date.now() - progressAt > stallMs) break;
     if (Date.now() - last < idleMs) continue;
     const status = await client.queueStatus(queue).catch(() => null);
-    if (status !== null && status.ready + status.unacked + status.delayed + status.deadLettering === 0) empty += 1;
+    if (status !== null) lastStatus = { ready: status.ready, unacked: status.unacked, delayed: status.delayed, deadLettering: status.deadLettering };
+    if (status !== null && status.leader !== '' && status.ready + status.unacked + status.delayed + status.deadLettering === 0) empty += 1;
     else empty = 0;
     if (empty >= 2) break;
   }
+  clearInterval(timer);
+  flush();
+  await sleep(200);
   await consumer.cancel().catch(() => undefined);
   await iterate;
   await client.close().catch(() => undefined);
-  return count;
+  return { queue, consumed: count, emptied: empty >= 2, last: lastStatus, ms: Date.now() - started };
 }

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { decodeSnapshot, encodeSnapshot, restore, snapshot } from '../src/index.js';
-import { DEDUP_REORDER_WINDOW } from '../src/machine/dedup.js';
+import { DEDUP_REORDER_WINDOW, isDuplicateSequence, rememberSequence } from '../src/machine/dedup.js';
 import { Harness } from './machine-harness.js';
 
-function enqueue(h: Harness, sequence: number): string {
-  return h.run({ type: 'enqueue', sizeBytes: 1, exchange: '', routingKeys: ['q'], producerId: 'p', sequence }).type;
+function enqueue(h: Harness, sequence: number, producerId = 'p'): string {
+  return h.run({ type: 'enqueue', sizeBytes: 1, exchange: '', routingKeys: ['q'], producerId, sequence }).type;
 }
 
 describe('spec 2: publisher dedup when a producer\'s messages arrive out of order', () => {
@@ -17,31 +17,53 @@ describe('spec 2: publisher dedup when a producer\'s messages arrive out of orde
     expect(h.state.totals.ready.count).toBe(4);
     // Every one of them, re-sent, is now a duplicate.
     for (const s of [1, 2, 3, 4]) expect(enqueue(h, s)).toBe('duplicate');
-    expect(h.state.producers.get('p')).toEqual({ sequence: 4, lastSeenAt: h.now });
   });
 
-  it('gaps older than the reorder window are forgotten, so the record stays bounded', () => {
+  it('a new producer\'s first messages may arrive out of order (its sequences start anywhere)', () => {
     const h = new Harness();
-    enqueue(h, 1);
-    enqueue(h, 3); // gap 2
-    enqueue(h, 3 + DEDUP_REORDER_WINDOW); // window moves past 2
-    expect(h.state.producers.get('p')?.gaps?.includes(2) ?? false).toBe(false);
-    expect(enqueue(h, 2)).toBe('duplicate');
+    const first = 1_796_000_000_000_000; // the SDK starts at Date.now() * 1000
+    expect(enqueue(h, first + 5)).toBe('enqueued');
+    expect(enqueue(h, first)).toBe('enqueued');
+    expect(enqueue(h, first + 1)).toBe('enqueued');
+    expect(enqueue(h, first)).toBe('duplicate');
+    expect(enqueue(h, first + 5)).toBe('duplicate');
+    expect(h.state.totals.ready.count).toBe(3);
   });
 
-  it('a jump larger than the window (sparse sequences) records no gaps', () => {
+  it('after a jump larger than the window (sparse sequences), the skipped ones are unseen and earlier ones count as stored', () => {
     const h = new Harness();
-    enqueue(h, 10);
-    enqueue(h, 10 + 10 * DEDUP_REORDER_WINDOW);
-    expect(h.state.producers.get('p')?.gaps).toBeUndefined();
-    expect(enqueue(h, 11)).toBe('duplicate');
+    enqueue(h, 1000);
+    const far = 1000 + 10 * DEDUP_REORDER_WINDOW;
+    expect(enqueue(h, far)).toBe('enqueued');
+    expect(enqueue(h, far - 1)).toBe('enqueued');
+    expect(enqueue(h, 1000)).toBe('duplicate');
+    expect(enqueue(h, far - DEDUP_REORDER_WINDOW)).toBe('duplicate');
   });
 
-  it('gaps survive both snapshot forms', () => {
+  it('the bitmap shifts exactly: every stored sequence in the window stays a duplicate, every other one does not', () => {
+    let record = rememberSequence(undefined, 100, 0);
+    const stored = new Set([100]);
+    // Shifts of every size, crossing word boundaries.
+    for (const s of [101, 103, 135, 134, 200, 199, 131, 500, 470, 1100, 1099, 1063]) {
+      expect(isDuplicateSequence(record, s)).toBe(false);
+      record = rememberSequence(record, s, 0);
+      stored.add(s);
+    }
+    for (let s = record.sequence - DEDUP_REORDER_WINDOW + 1; s <= record.sequence + 2; s++) {
+      expect(isDuplicateSequence(record, s)).toBe(stored.has(s));
+    }
+    expect(isDuplicateSequence(record, record.sequence - DEDUP_REORDER_WINDOW)).toBe(true);
+  });
+
+  it('the record survives both snapshot forms', () => {
     const h = new Harness();
     enqueue(h, 1);
     enqueue(h, 5);
     const copies = [restore(snapshot(h.state)), decodeSnapshot(encodeSnapshot(h.state))];
-    for (const copy of copies) expect(copy.producers.get('p')).toEqual({ sequence: 5, lastSeenAt: h.now, gaps: [2, 3, 4] });
+    for (const copy of copies) {
+      expect(copy.producers.get('p')).toEqual(h.state.producers.get('p'));
+      expect(isDuplicateSequence(copy.producers.get('p'), 3)).toBe(false);
+      expect(isDuplicateSequence(copy.producers.get('p'), 5)).toBe(true);
+    }
   });
 });

@@ -1,25 +1,30 @@
 /**
- * Publisher dedup (spec 2): per producer, the highest stored sequence, plus the sequences
- * below it that were skipped and not stored yet ("gaps"), within a reorder window.
+ * Publisher dedup (spec 2): per producer, the highest stored sequence and a bitmap of which
+ * of the `DEDUP_REORDER_WINDOW` sequences up to it were stored.
  *
- * Why gaps: a producer's messages can reach a queue's leader out of order (a publish
- * retried by a node after a leader change can land after a later one). With only the
+ * Why a bitmap: a producer's messages can reach a queue's leader out of order (a node retries
+ * a forwarded publish after a leader change, and a later one lands first). With only the
  * highest sequence, the late one would be answered DUPLICATE although it was never stored,
- * and a client that counts DUPLICATE as confirmed would lose it. So a sequence below the
- * highest is a duplicate only if it is not a recorded gap. A jump larger than the window
- * records no gaps (sparse sequences are allowed); gaps more than a window below the highest
- * are dropped, so the record per producer stays bounded.
+ * and a client that counts DUPLICATE as confirmed would lose it. So within the window a
+ * sequence is a duplicate only if its bit is set; this holds from a producer's first message
+ * on (a new producer's earlier sequences are simply unseen) and across jumps (sparse
+ * sequences are allowed: the bitmap shifts). Below the window a sequence counts as stored: the
+ * window (1024) is far wider than any client's messages in flight, and the record stays small.
  */
 import type { QueueState } from './state.js';
 
 /** How far out of order a producer's messages may arrive and still be told apart. */
 export const DEDUP_REORDER_WINDOW = 1024;
+const WORDS = DEDUP_REORDER_WINDOW / 32;
 
 export interface ProducerRecord {
   readonly sequence: number;
   readonly lastSeenAt: number;
-  /** Ascending sequences below `sequence`, skipped and not stored; omitted when none. */
-  readonly gaps?: readonly number[];
+  /**
+   * Bit d (word d >> 5, bit d & 31) set when `sequence - d` was stored; `WORDS` unsigned
+   * 32-bit words.
+   */
+  readonly seen: readonly number[];
 }
 
 /** Spec 2: producers idle longer than the dedup window are forgotten (oldest first). */
@@ -30,28 +35,46 @@ export function forgetIdleProducers(state: QueueState, now: number): void {
   }
 }
 
+function bitSet(seen: readonly number[], offset: number): boolean {
+  return (((seen[offset >> 5] ?? 0) >>> (offset & 31)) & 1) === 1;
+}
+
 export function isDuplicateSequence(record: ProducerRecord | undefined, sequence: number): boolean {
   if (record === undefined || sequence > record.sequence) return false;
-  return !(record.gaps?.includes(sequence) ?? false);
+  const offset = record.sequence - sequence;
+  if (offset >= DEDUP_REORDER_WINDOW) return true;
+  return bitSet(record.seen, offset);
+}
+
+/** The bitmap moved `shift` offsets up (toward older), bits past the window dropped. */
+function shifted(seen: readonly number[], shift: number): number[] {
+  const out = new Array<number>(WORDS).fill(0);
+  if (shift >= DEDUP_REORDER_WINDOW) return out;
+  const words = shift >> 5;
+  const bits = shift & 31;
+  for (let w = WORDS - 1; w >= words; w -= 1) {
+    const low = seen[w - words] ?? 0;
+    const below = w - words - 1 >= 0 ? (seen[w - words - 1] ?? 0) : 0;
+    out[w] = bits === 0 ? low >>> 0 : ((low << bits) | (below >>> (32 - bits))) >>> 0;
+  }
+  return out;
 }
 
 /** The record after storing `sequence` (which `isDuplicateSequence` said is new). */
 export function rememberSequence(record: ProducerRecord | undefined, sequence: number, now: number): ProducerRecord {
-  if (record === undefined) return { sequence, lastSeenAt: now };
-  let gaps: readonly number[] = record.gaps ?? [];
-  let highest = record.sequence;
-  if (sequence > highest) {
-    const jump = sequence - highest;
-    if (jump > 1 && jump <= DEDUP_REORDER_WINDOW) {
-      const grown = [...gaps];
-      for (let s = highest + 1; s < sequence; s++) grown.push(s);
-      gaps = grown;
-    }
+  let highest: number;
+  let seen: number[];
+  if (record === undefined) {
     highest = sequence;
+    seen = new Array<number>(WORDS).fill(0);
+  } else if (sequence > record.sequence) {
+    highest = sequence;
+    seen = shifted(record.seen, sequence - record.sequence);
   } else {
-    gaps = gaps.filter((s) => s !== sequence);
+    highest = record.sequence;
+    seen = [...record.seen];
   }
-  const floor = highest - DEDUP_REORDER_WINDOW;
-  if (gaps.length > 0 && (gaps[0] ?? 0) <= floor) gaps = gaps.filter((s) => s > floor);
-  return gaps.length === 0 ? { sequence: highest, lastSeenAt: now } : { sequence: highest, lastSeenAt: now, gaps };
+  const offset = highest - sequence;
+  if (offset < DEDUP_REORDER_WINDOW) seen[offset >> 5] = ((seen[offset >> 5] ?? 0) | (1 << (offset & 31))) >>> 0;
+  return { sequence: highest, lastSeenAt: now, seen };
 }
