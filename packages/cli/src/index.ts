@@ -1,2 +1,9 @@
-export { LocalCluster, freePort, CLI_MAIN, type LocalNode, type LocalClusterOptions } from './local-cluster.js';
+export {
+  LocalCluster,
+  freePort,
+  CLI_MAIN,
+  type LocalNode,
+  type LocalClusterOptions,
+  type UnexpectedExit,
+} from './local-cluster.js';
 export { healthStatus } from './health.js';

@@ -4,7 +4,7 @@
  * be killed (-9), stopped (SIGTERM, graceful), paused (SIGSTOP) and restarted with their data.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -16,11 +16,24 @@ export const CLI_MAIN = resolve(dirname(fileURLToPath(import.meta.url)), 'main.j
 
 export interface LocalNode {
   readonly id: string;
+  /** The node's own listener (clients, and peers unless `peersOf` says otherwise). */
   readonly address: string;
   readonly dataDir: string;
   process: ChildProcess | null;
+  paused: boolean;
+  /** Set while the cluster kills or stops the node, so that other exits count as crashes. */
+  expectExit: boolean;
   /** The tail of the node's stdout and stderr. */
   output: string;
+}
+
+/** A node process that exited without the cluster killing or stopping it. */
+export interface UnexpectedExit {
+  readonly id: string;
+  readonly at: number;
+  readonly code: number | null;
+  readonly signal: string | null;
+  readonly output: string;
 }
 
 export interface LocalClusterOptions {
@@ -29,8 +42,12 @@ export interface LocalClusterOptions {
   readonly env?: Record<string, string>;
   /** Data directory root; a fresh temporary one by default (removed by close()). */
   readonly root?: string;
+  /** Prefix of the temporary root. */
+  readonly rootPrefix?: string;
   /** Forward node output to this process's stderr. */
   readonly inheritOutput?: boolean;
+  /** The QUORUMQ_PEERS a node starts with (default: every node's own address). */
+  readonly peersOf?: (id: string) => string;
 }
 
 export async function freePort(): Promise<number> {
@@ -46,6 +63,8 @@ export async function freePort(): Promise<number> {
 }
 
 export class LocalCluster {
+  readonly unexpectedExits: UnexpectedExit[] = [];
+
   private constructor(
     readonly root: string,
     readonly nodes: LocalNode[],
@@ -53,17 +72,40 @@ export class LocalCluster {
     private readonly ownsRoot: boolean,
   ) {}
 
-  static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
+  /** Chooses addresses and data directories; starts nothing (see `startAll`). */
+  static async prepare(options: LocalClusterOptions = {}): Promise<LocalCluster> {
     const size = options.size ?? 3;
-    const root = options.root ?? mkdtempSync(join(tmpdir(), 'quorumq-'));
+    const root = options.root ?? mkdtempSync(join(tmpdir(), options.rootPrefix ?? 'quorumq-'));
+    mkdirSync(root, { recursive: true });
     const nodes: LocalNode[] = [];
     for (let i = 1; i <= size; i++) {
-      nodes.push({ id: `n${i}`, address: `127.0.0.1:${await freePort()}`, dataDir: join(root, `n${i}`), process: null, output: '' });
+      nodes.push({
+        id: `n${i}`,
+        address: `127.0.0.1:${await freePort()}`,
+        dataDir: join(root, `n${i}`),
+        process: null,
+        paused: false,
+        expectExit: false,
+        output: '',
+      });
     }
-    const cluster = new LocalCluster(root, nodes, options, options.root === undefined);
-    for (const node of nodes) cluster.startNode(node.id);
-    await cluster.waitHealthy();
+    return new LocalCluster(root, nodes, options, options.root === undefined);
+  }
+
+  /** Prepares, starts every node and waits until they serve. */
+  static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
+    const cluster = await LocalCluster.prepare(options);
+    await cluster.startAll();
     return cluster;
+  }
+
+  async startAll(): Promise<void> {
+    for (const node of this.nodes) this.startNode(node.id);
+    await this.waitHealthy();
+  }
+
+  get ids(): string[] {
+    return this.nodes.map((n) => n.id);
   }
 
   get addresses(): string[] {
@@ -83,7 +125,7 @@ export class LocalCluster {
   startNode(id: string): void {
     const node = this.node(id);
     if (node.process !== null) throw new Error(`${id} is running`);
-    const peers = this.nodes.map((n) => `${n.id}=${n.address}`).join(',');
+    const peers = this.options.peersOf?.(id) ?? this.nodes.map((n) => `${n.id}=${n.address}`).join(',');
     const child = spawn(process.execPath, [CLI_MAIN, 'node'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -103,13 +145,18 @@ export class LocalCluster {
     };
     child.stdout?.on('data', capture);
     child.stderr?.on('data', capture);
-    child.on('exit', () => {
-      if (node.process === child) node.process = null;
+    child.on('exit', (code, signal) => {
+      if (node.process !== child) return;
+      if (!node.expectExit) this.unexpectedExits.push({ id, at: Date.now(), code, signal, output: node.output.slice(-4000) });
+      node.process = null;
+      node.paused = false;
     });
     node.process = child;
+    node.paused = false;
+    node.expectExit = false;
   }
 
-  /** kill -9. */
+  /** kill -9 (a paused node is continued first so that it dies at once). */
   kill(id: string): Promise<void> {
     return this.signal(id, 'SIGKILL');
   }
@@ -124,33 +171,42 @@ export class LocalCluster {
     const child = node.process;
     if (child === null) return;
     const exited = new Promise<void>((done) => child.once('exit', () => done()));
-    if (signal === 'SIGKILL') child.kill('SIGCONT');
+    node.expectExit = true;
+    if (signal === 'SIGKILL' || node.paused) child.kill('SIGCONT');
     child.kill(signal);
     await exited;
     node.process = null;
+    node.paused = false;
   }
 
   /** SIGSTOP: the process freezes (timers, sockets) until resume(). */
   pause(id: string): void {
-    this.node(id).process?.kill('SIGSTOP');
+    const node = this.node(id);
+    if (node.process === null) return;
+    node.process.kill('SIGSTOP');
+    node.paused = true;
   }
 
   resume(id: string): void {
-    this.node(id).process?.kill('SIGCONT');
+    const node = this.node(id);
+    if (node.process === null) return;
+    node.process.kill('SIGCONT');
+    node.paused = false;
   }
 
-  async restart(id: string): Promise<void> {
-    this.startNode(id);
-    await this.waitHealthy([id]);
+  /** Starts the node if it is not running, then waits until it serves. */
+  async restart(id: string, timeoutMs = 60_000): Promise<void> {
+    if (!this.isRunning(id)) this.startNode(id);
+    await this.waitHealthy([id], timeoutMs);
   }
 
   /** Waits until the nodes answer the gRPC health check with SERVING. */
-  async waitHealthy(ids: string[] = this.nodes.map((n) => n.id), timeoutMs = 60_000): Promise<void> {
+  async waitHealthy(ids: string[] = this.ids, timeoutMs = 60_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (const id of ids) {
       const node = this.node(id);
       while ((await healthStatus(node.address, 1000)) !== 'SERVING') {
-        if (Date.now() > deadline) throw new Error(`node ${id} not healthy within ${timeoutMs} ms:\n${node.output}`);
+        if (Date.now() > deadline) throw new Error(`node ${id} not healthy within ${timeoutMs} ms:\n${node.output.slice(-5000)}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     }

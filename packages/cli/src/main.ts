@@ -31,7 +31,15 @@ async function runNode(options: { config?: string }): Promise<void> {
     throw error;
   }
   mkdirSync(config.dataDir, { recursive: true });
-  const running = await startNode(config);
+  let running;
+  try {
+    running = await startNode(config);
+  } catch (error) {
+    // A corrupt WAL, a data directory in use, a port taken: say so plainly, exit non-zero.
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`quorumq: node ${config.nodeId} cannot start: ${message}\n`);
+    process.exit(2);
+  }
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
