@@ -32,11 +32,3 @@ export function encodeJson(value: unknown): Uint8Array {
 export function decodeJson<T>(bytes: Uint8Array): T {
   return JSON.parse(decoder.decode(bytes), reviver) as T;
 }
-
-export function stringifyJson(value: unknown): string {
-  return JSON.stringify(value, replacer);
-}
-
-export function parseJson<T>(text: string): T {
-  return JSON.parse(text, reviver) as T;
-}

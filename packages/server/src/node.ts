@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { quorumq } from '@quorumq/proto';
-import { leaderEffects, route, routeDeadLetter, TopologyError, type Command, type Effect, type Reply } from '@quorumq/queue';
+import { leaderEffects, route, routeDeadLetter, TopologyError, type Command, type Deaths, type Effect, type Reply } from '@quorumq/queue';
 import type { NodeId, SoftState } from '@quorumq/raft';
 import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
 import type { Logger } from 'pino';
@@ -55,6 +55,7 @@ export interface LocalQueue {
   /** Leader duties (consumerDown, re-issued effects) run once per term, after its first entry applied. */
   leaderReadyTerm: number;
   deadLettersInFlight: Set<number>;
+  movesInFlight: Set<number>;
 }
 
 export class BrokerNode {
@@ -232,7 +233,7 @@ export class BrokerNode {
       electionTicks: this.config.electionTicks,
       heartbeatTicks: this.config.heartbeatTicks,
     });
-    local = { definition, replica, group, tickTimer: null, tickAt: 0, leaderReadyTerm: 0, deadLettersInFlight: new Set() };
+    local = { definition, replica, group, tickTimer: null, tickAt: 0, leaderReadyTerm: 0, deadLettersInFlight: new Set(), movesInFlight: new Set() };
     this.queues.set(definition.name, local);
     this.logger.info({ queue: definition.name, members: definition.members }, 'queue replica started');
   }
@@ -267,6 +268,7 @@ export class BrokerNode {
     queue.tickTimer = null;
     queue.leaderReadyTerm = 0;
     queue.deadLettersInFlight.clear();
+    queue.movesInFlight.clear();
     const leader = this.addressOf(state.leaderId);
     this.endConsumers(
       queue.definition.name,
@@ -378,48 +380,22 @@ export class BrokerNode {
    * leader change re-issues unsettled moves: at least once.
    */
   private moveOne(queue: LocalQueue, effect: Extract<Effect, { type: 'move' }>): void {
-    const key = -effect.messageId; // shares the in-flight set with dead-letters, by sign
-    if (queue.deadLettersInFlight.has(key)) return;
-    queue.deadLettersInFlight.add(key);
+    if (queue.movesInFlight.has(effect.messageId)) return;
     const stored = queue.replica.bodies.get(effect.messageId);
-    const run = async (): Promise<void> => {
-      const message: pb.Message.$Properties = { ...(stored ?? { body: new Uint8Array(0) }), deaths: [], firstDeath: null, lastDeath: null };
-      message.routingKey = effect.routingKeys[0] ?? '';
+    this.untilDone(queue, queue.movesInFlight, effect.messageId, 'moving a message', async () => {
       let targets: readonly string[] = [];
       try {
         targets = route(this.meta.topology, effect.exchange, effect.routingKeys, headersFromWire(stored?.headers)).queues;
       } catch (error) {
         if (!(error instanceof TopologyError)) throw error;
       }
-      let ok = targets.length > 0;
-      const command: Command = {
-        type: 'enqueue',
-        sizeBytes: message.body?.length ?? 0,
-        exchange: effect.exchange,
-        routingKeys: [...effect.routingKeys],
-        ...(message.properties?.priority != null ? { priority: message.properties.priority } : {}),
-        ...(message.properties?.expirationMs != null ? { expirationMs: message.properties.expirationMs } : {}),
-        ...(effect.deaths !== null ? { deaths: effect.deaths } : {}),
-      };
+      const { message, command } = republication(stored, effect.exchange, effect.routingKeys, effect.deaths, true);
       const replies = await Promise.all(targets.map((target) => this.proposeQueue(target, command, message)));
-      if (replies.some((r) => r.type === 'error' || r.type === 'rejected')) ok = false;
+      const ok = targets.length > 0 && !replies.some((r) => r.type === 'error' || r.type === 'rejected');
       await this.proposeLocal(queue, { type: ok ? 'moveConfirmed' : 'moveFailed', moveId: effect.moveId, messageIds: [effect.messageId] });
-    };
-    const attempt = (tries: number): void => {
-      run().then(
-        () => queue.deadLettersInFlight.delete(key),
-        (error: unknown) => {
-          if (!queue.group.isLeader || this.stopping || this.queues.get(queue.definition.name) !== queue) {
-            queue.deadLettersInFlight.delete(key);
-            return;
-          }
-          this.logger.warn({ queue: queue.definition.name, err: error, tries }, 'moving a message failed; retrying');
-          setTimeout(() => attempt(tries + 1), Math.min(2000, 100 * 2 ** Math.min(tries, 5))).unref();
-        },
-      );
-    };
-    attempt(0);
+    });
   }
+
 
   private scheduleTick(queue: LocalQueue, at: number): void {
     if (queue.tickTimer !== null && queue.tickAt <= at) return;
@@ -440,17 +416,7 @@ export class BrokerNode {
     const stored = queue.replica.bodies.get(effect.messageId);
     const source = queue.definition.name;
     this.metrics.deadLettered.inc({ reason: effect.reason });
-    queue.deadLettersInFlight.add(effect.messageId);
-    const attempt = async (): Promise<void> => {
-      const message: pb.Message.$Properties = { ...(stored ?? { body: new Uint8Array(0) }) };
-      message.routingKey = effect.routingKeys[0] ?? '';
-      if (effect.reason === 'expired' && message.properties != null) {
-        message.properties = { ...message.properties, expirationMs: null };
-      }
-      // The deaths are carried by the machine command, not the stored message.
-      message.deaths = [];
-      message.firstDeath = null;
-      message.lastDeath = null;
+    this.untilDone(queue, queue.deadLettersInFlight, effect.messageId, 'dead-lettering', async () => {
       let kept: readonly string[] = [];
       try {
         const routed = routeDeadLetter(this.meta.topology, effect.exchange, effect.routingKeys, headersFromWire(stored?.headers), effect.deaths);
@@ -462,27 +428,29 @@ export class BrokerNode {
         this.metrics.dropped.inc({ reason: 'dead_letter_exchange_missing' });
         this.logger.warn({ queue: source, exchange: effect.exchange, error: error.message }, 'dead-letter exchange missing: message dropped');
       }
-      const command: Command = {
-        type: 'enqueue',
-        sizeBytes: message.body?.length ?? 0,
-        exchange: effect.exchange,
-        routingKeys: [...effect.routingKeys],
-        ...(message.properties?.priority != null ? { priority: message.properties.priority } : {}),
-        ...(effect.reason !== 'expired' && message.properties?.expirationMs != null ? { expirationMs: message.properties.expirationMs } : {}),
-        deaths: effect.deaths,
-      };
+      // Spec 5: an expired message is dead-lettered without its expiration.
+      const { message, command } = republication(stored, effect.exchange, effect.routingKeys, effect.deaths, effect.reason !== 'expired');
       await Promise.all(kept.map((target) => this.proposeQueue(target, command, message)));
       if (effect.confirmRequired) await this.proposeLocal(queue, { type: 'deadLetterConfirmed', messageIds: [effect.messageId] });
-    };
+    });
+  }
+
+  /**
+   * Runs `attempt` for one message until it succeeds, with a bounded back-off, while this
+   * node still leads the queue (a new leader re-issues the work: at least once). `inFlight`
+   * keeps a re-issued effect from running twice here.
+   */
+  private untilDone(queue: LocalQueue, inFlight: Set<number>, messageId: number, what: string, attempt: () => Promise<void>): void {
+    inFlight.add(messageId);
     const run = (tries: number): void => {
       attempt().then(
-        () => queue.deadLettersInFlight.delete(effect.messageId),
+        () => inFlight.delete(messageId),
         (error: unknown) => {
-          if (!queue.group.isLeader || this.stopping || this.queues.get(source) !== queue) {
-            queue.deadLettersInFlight.delete(effect.messageId);
+          if (!queue.group.isLeader || this.stopping || this.queues.get(queue.definition.name) !== queue) {
+            inFlight.delete(messageId);
             return;
           }
-          this.logger.warn({ queue: source, err: error, tries }, 'dead-lettering failed; retrying');
+          this.logger.warn({ queue: queue.definition.name, err: error, tries }, `${what} failed; retrying`);
           setTimeout(() => run(tries + 1), Math.min(2000, 100 * 2 ** Math.min(tries, 5))).unref();
         },
       );
@@ -693,6 +661,33 @@ export class BrokerNode {
     if (this.metricsServer !== null) this.metricsServer.close();
     await this.storage.close();
   }
+}
+
+/**
+ * A stored message published again (dead-lettered or moved): its routing keys, its deaths in
+ * the machine command (not the stored copy), its expiration kept or dropped.
+ */
+function republication(
+  stored: pb.Message.$Properties | undefined,
+  exchange: string,
+  routingKeys: readonly string[],
+  deaths: Deaths | null,
+  keepExpiration: boolean,
+): { message: pb.Message.$Properties; command: Command } {
+  const message: pb.Message.$Properties = { ...(stored ?? { body: new Uint8Array(0) }), deaths: [], firstDeath: null, lastDeath: null };
+  message.routingKey = routingKeys[0] ?? '';
+  if (!keepExpiration && message.properties != null) message.properties = { ...message.properties, expirationMs: null };
+  const properties = message.properties;
+  const command: Command = {
+    type: 'enqueue',
+    sizeBytes: message.body?.length ?? 0,
+    exchange,
+    routingKeys: [...routingKeys],
+    ...(properties?.priority != null ? { priority: properties.priority } : {}),
+    ...(keepExpiration && properties?.expirationMs != null ? { expirationMs: properties.expirationMs } : {}),
+    ...(deaths !== null ? { deaths } : {}),
+  };
+  return { message, command };
 }
 
 /** One gRPC message for the turn's deliveries to a consumer (a single one as before). */

@@ -26,7 +26,6 @@ import {
   Status,
   failedPrecondition,
   invalidArgument,
-  isServiceError,
   notFound,
   resourceExhausted,
   toServiceError,
@@ -820,4 +819,3 @@ function fail(call: ServerDuplexStream<unknown, unknown>, error: unknown): void 
   call.emit('error', Object.assign(new Error(status.details ?? 'error'), status));
 }
 
-export { isServiceError };
