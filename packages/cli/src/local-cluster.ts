@@ -19,6 +19,8 @@ export interface LocalNode {
   /** The node's own listener (clients, and peers unless `peersOf` says otherwise). */
   readonly address: string;
   readonly dataDir: string;
+  /** Where the node serves /metrics (host:port), when the cluster was prepared with `metrics`. */
+  readonly metricsAddress: string | null;
   process: ChildProcess | null;
   paused: boolean;
   /** Set while the cluster kills or stops the node, so that other exits count as crashes. */
@@ -48,6 +50,8 @@ export interface LocalClusterOptions {
   readonly inheritOutput?: boolean;
   /** The QUORUMQ_PEERS a node starts with (default: every node's own address). */
   readonly peersOf?: (id: string) => string;
+  /** Serve each node's Prometheus metrics on a free loopback port (see LocalNode.metricsAddress). */
+  readonly metrics?: boolean;
 }
 
 export async function freePort(): Promise<number> {
@@ -83,6 +87,7 @@ export class LocalCluster {
         id: `n${i}`,
         address: `127.0.0.1:${await freePort()}`,
         dataDir: join(root, `n${i}`),
+        metricsAddress: options.metrics === true ? `127.0.0.1:${await freePort()}` : null,
         process: null,
         paused: false,
         expectExit: false,
@@ -136,6 +141,7 @@ export class LocalCluster {
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: node.dataDir,
         QUORUMQ_LOG_LEVEL: 'warn',
+        ...(node.metricsAddress !== null ? { QUORUMQ_METRICS_LISTEN: node.metricsAddress } : {}),
         ...this.options.env,
       },
     });

@@ -42,6 +42,12 @@ export class NodeMetrics {
     registers: [this.registry],
   });
 
+  readonly walFlushes = new Counter({ name: 'quorumq_wal_flushes_total', help: 'WAL flushes (one write and one fdatasync each, for every group on the node)', registers: [this.registry] });
+  readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
+  readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
+  readonly peerBatches = new Counter({ name: 'quorumq_peer_batches_total', help: 'Batches of Raft messages sent to peers', registers: [this.registry] });
+  readonly peerMessages = new Counter({ name: 'quorumq_peer_messages_total', help: 'Raft messages sent to peers', registers: [this.registry] });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'quorumq_process_' });
   }

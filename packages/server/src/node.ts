@@ -21,7 +21,8 @@ import { headersFromWire } from './headers.js';
 import { decodeJson, encodeJson } from './json-codec.js';
 import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics } from './metrics.js';
-import { encodeQueueEntry, QueueReplica, deliveryOf, stampEntry, type QueueApplyResult } from './queue-replica.js';
+import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
+import { encodeQueueEntry, stampEntry, type OutgoingDelivery } from './wire.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
 import { ForwardError, PeerTransport } from './transport.js';
@@ -43,7 +44,7 @@ export interface LocalConsumer {
   /** Called when the node ends the consumer (lost leadership, queue deleted). */
   readonly end: (error: BrokerError) => void;
   /** Deliveries made in this event-loop turn, pushed together at its end. */
-  outbox: pb.Delivery.$Properties[];
+  outbox: OutgoingDelivery[];
 }
 
 export interface LocalQueue {
@@ -103,12 +104,21 @@ export class BrokerNode {
       snapshotInterval: config.snapshotInterval,
       logger: { warn: (message: string) => logger.warn(message) },
       onFatal: (error) => (node === null ? onFatal(error) : node.fatal(error)),
+      onFlush: (stats) => {
+        if (node === null) return;
+        node.metrics.walFlushes.inc();
+        node.metrics.walRecords.inc(stats.records);
+        node.metrics.walBytes.inc(stats.bytes);
+      },
     });
     if (storage.corruption !== null) {
       logger.error({ corruption: storage.corruption }, 'WAL corruption found; the affected groups will not serve from this copy');
     }
     if (config.testOnlyConfirmBeforeCommit) logger.warn('TEST ONLY: publishes are confirmed before they commit; confirmed messages can be lost');
-    const transport = new PeerTransport(config.nodeId, config.peers, logger);
+    const transport = new PeerTransport(config.nodeId, config.peers, logger, (messages) => {
+      node?.metrics.peerBatches.inc();
+      node?.metrics.peerMessages.inc(messages);
+    });
     node = new BrokerNode(config, storage, transport, logger, onFatal);
     node.reconcile();
     node.ticker = setInterval(() => node?.tick(), config.tickMs);
@@ -323,7 +333,7 @@ export class BrokerNode {
         case 'deliver': {
           const consumer = this.consumers.get(effect.consumerId);
           if (consumer === undefined) break; // get, or a consumer attached elsewhere
-          const delivery = deliveryOf(replica.name, consumer.tag, effect, replica.bodies.get(effect.messageId));
+          const delivery = streamDeliveryOf(replica.name, consumer.tag, effect, replica.bodies.get(effect.messageId));
           if (consumer.outbox.length === 0) setImmediate(() => flushDeliveries(consumer));
           consumer.outbox.push(delivery);
           this.metrics.deliveries.inc();
@@ -381,7 +391,7 @@ export class BrokerNode {
    */
   private moveOne(queue: LocalQueue, effect: Extract<Effect, { type: 'move' }>): void {
     if (queue.movesInFlight.has(effect.messageId)) return;
-    const stored = queue.replica.bodies.get(effect.messageId);
+    const stored = queue.replica.message(effect.messageId);
     this.untilDone(queue, queue.movesInFlight, effect.messageId, 'moving a message', async () => {
       let targets: readonly string[] = [];
       try {
@@ -413,7 +423,7 @@ export class BrokerNode {
 
   private deadLetter(queue: LocalQueue, effect: Extract<Effect, { type: 'deadLetter' }>): void {
     if (queue.deadLettersInFlight.has(effect.messageId)) return;
-    const stored = queue.replica.bodies.get(effect.messageId);
+    const stored = queue.replica.message(effect.messageId);
     const source = queue.definition.name;
     this.metrics.deadLettered.inc({ reason: effect.reason });
     this.untilDone(queue, queue.deadLettersInFlight, effect.messageId, 'dead-lettering', async () => {
@@ -485,7 +495,7 @@ export class BrokerNode {
   // Proposals
 
   /** Proposes to a queue group this node leads. */
-  proposeLocal(queue: LocalQueue, command: Command, message: pb.Message.$Properties | null = null): Promise<QueueApplyResult> {
+  proposeLocal(queue: LocalQueue, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
     return queue.group.propose(encodeQueueEntry(command, message, Date.now()));
   }
 
@@ -494,7 +504,7 @@ export class BrokerNode {
    * applied there (committed on a majority). Retries while the leader is unknown or moves,
    * until the request timeout.
    */
-  async proposeQueue(name: string, command: Command, message: pb.Message.$Properties | null = null): Promise<Reply> {
+  async proposeQueue(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<Reply> {
     const result = await this.proposeQueueFull(name, command, message);
     return result.reply;
   }
@@ -510,7 +520,7 @@ export class BrokerNode {
     return definition;
   }
 
-  async proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | null = null): Promise<QueueApplyResult> {
+  async proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
     if (!this.meta.queues.has(name)) await this.queueDefinition(name);
     const data = encodeQueueEntry(command, message);
     return this.withLeader(

@@ -9,7 +9,6 @@ import {
   createQueueState,
   decodeSnapshot,
   encodeSnapshot,
-  type Command,
   type DeliveredMessage,
   type Effect,
   type QueueArguments,
@@ -19,16 +18,14 @@ import {
 import type { Entry } from '@quorumq/raft';
 
 import type { GroupMachine } from './raft-group.js';
+import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, type OutgoingDelivery } from './wire.js';
 
 import pb = quorumq.v1;
-
-/** The leader clock prefix of every queue entry. */
-export const ENTRY_CLOCK_BYTES = 8;
 
 export interface QueueApplyResult {
   readonly reply: Reply;
   /** For `get`: the message handed out (read at apply time, before it may leave). */
-  readonly stored?: pb.Message.$Properties;
+  readonly stored?: pb.Message;
 }
 
 /** What the leader's replica asks of its node. Called synchronously inside apply. */
@@ -36,31 +33,10 @@ export interface QueueEffectSink {
   onEffects(replica: QueueReplica, effects: readonly Effect[]): void;
 }
 
-export function encodeQueueEntry(command: Command, message: pb.Message.$Properties | null, now = 0): Uint8Array {
-  // Queue commands hold only strings, numbers, booleans and arrays: plain JSON is exact.
-  const body = pb.QueueEntry.encode({ command: JSON.stringify(command), message }).finish();
-  const data = new Uint8Array(ENTRY_CLOCK_BYTES + body.length);
-  new DataView(data.buffer).setFloat64(0, now, true);
-  data.set(body, ENTRY_CLOCK_BYTES);
-  return data;
-}
-
-/** Stamps the leader's clock into an encoded entry, in place. */
-export function stampEntry(data: Uint8Array, now: number): void {
-  new DataView(data.buffer, data.byteOffset, data.byteLength).setFloat64(0, now, true);
-}
-
-export function decodeQueueEntry(data: Uint8Array): { now: number; command: Command; message: pb.Message.$Properties | null } {
-  if (data.length < ENTRY_CLOCK_BYTES) throw new Error('queue entry too short');
-  const now = new DataView(data.buffer, data.byteOffset, data.byteLength).getFloat64(0, true);
-  const entry = pb.QueueEntry.decode(data.subarray(ENTRY_CLOCK_BYTES));
-  return { now, command: JSON.parse(entry.command) as Command, message: entry.message ?? null };
-}
-
 export class QueueReplica implements GroupMachine<QueueApplyResult> {
   state: QueueState;
-  /** Message id -> message, in id (= insertion) order. */
-  readonly bodies = new Map<number, pb.Message.$Properties>();
+  /** Message id -> the encoded message (as the publisher sent it), in id (= insertion) order. */
+  readonly bodies = new Map<number, Uint8Array>();
   bodyBytes = 0;
 
   constructor(
@@ -86,10 +62,10 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     const reply = result.reply;
     if (reply.type === 'enqueued' && decoded.message !== null) {
       this.bodies.set(reply.messageId, decoded.message);
-      this.bodyBytes += decoded.message.body?.length ?? 0;
+      this.bodyBytes += decoded.message.byteLength;
     }
-    let stored: pb.Message.$Properties | undefined;
-    if (reply.type === 'message') stored = this.bodies.get(reply.message.messageId);
+    let stored: pb.Message | undefined;
+    if (reply.type === 'message') stored = this.message(reply.message.messageId);
     if (leader && result.effects.length > 0) this.sink.onEffects(this, result.effects);
     return stored === undefined ? { reply } : { reply, stored };
   }
@@ -107,11 +83,17 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     }
   }
 
+  /** A stored message, decoded (only the leader decodes, when it hands a message out). */
+  message(id: number): pb.Message | undefined {
+    const bytes = this.bodies.get(id);
+    return bytes === undefined ? undefined : pb.Message.decode(bytes);
+  }
+
   private deleteBody(id: number): void {
     const message = this.bodies.get(id);
     if (message === undefined) return;
     this.bodies.delete(id);
-    this.bodyBytes -= message.body?.length ?? 0;
+    this.bodyBytes -= message.byteLength;
   }
 
   /** Twice the live messages: snapshots (which carry the bodies) cost O(1) per entry, the log stays within ~3x the live data. */
@@ -121,22 +103,42 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
 
   snapshot(): Uint8Array {
     this.sweep();
-    const messages: pb.StoredMessage.$Properties[] = [];
-    for (const [id, message] of this.bodies) if (this.state.messages.has(id)) messages.push({ id, message });
-    return pb.QueueSnapshot.encode({ machine: encodeSnapshot(this.state), messages }).finish();
+    const live = [...this.bodies].filter(([id]) => this.state.messages.has(id));
+    return encodeQueueSnapshot(encodeSnapshot(this.state), live);
   }
 
   restore(data: Uint8Array): void {
-    const snapshot = pb.QueueSnapshot.decode(data);
+    const snapshot = decodeQueueSnapshot(data);
     this.state = decodeSnapshot(snapshot.machine);
     this.bodies.clear();
     this.bodyBytes = 0;
-    for (const stored of snapshot.messages) {
-      if (stored.message == null) continue;
-      this.bodies.set(stored.id ?? 0, stored.message);
-      this.bodyBytes += stored.message.body?.length ?? 0;
+    for (const [id, message] of snapshot.messages) {
+      this.bodies.set(id, message);
+      this.bodyBytes += message.byteLength;
     }
   }
+}
+
+/** The broker-set fields of a delivery. */
+function deliveryFields(queue: string, consumerTag: string, delivered: DeliveredMessage): pb.Delivery.$Properties {
+  return {
+    queue,
+    consumerTag,
+    deliveryTag: delivered.deliveryTag,
+    deliveryCount: delivered.deliveryCount,
+    redelivered: delivered.redelivered,
+    exchange: delivered.exchange,
+    routingKeys: [...delivered.routingKeys],
+  };
+}
+
+/**
+ * A delivery on a consume stream: the stored bytes go out unchanged (see wire.ts) unless
+ * the message has death records, which are added to a decoded copy.
+ */
+export function streamDeliveryOf(queue: string, consumerTag: string, delivered: DeliveredMessage, stored: Uint8Array | undefined): OutgoingDelivery {
+  if (delivered.deaths === null && stored !== undefined) return { ...deliveryFields(queue, consumerTag, delivered), encodedMessage: stored };
+  return deliveryOf(queue, consumerTag, delivered, stored === undefined ? undefined : pb.Message.decode(stored));
 }
 
 /** The delivery a consumer receives: the stored message with the broker-set fields. */
@@ -166,16 +168,7 @@ export function deliveryOf(
     message.lastDeath = { ...deaths.last };
     message.headers = { ...(stored?.headers ?? {}), ...xDeathHeaders(deaths) };
   }
-  return {
-    queue,
-    consumerTag,
-    deliveryTag: delivered.deliveryTag,
-    deliveryCount: delivered.deliveryCount,
-    redelivered: delivered.redelivered,
-    exchange: delivered.exchange,
-    routingKeys: [...delivered.routingKeys],
-    message,
-  };
+  return { ...deliveryFields(queue, consumerTag, delivered), message };
 }
 
 type Deaths = NonNullable<DeliveredMessage['deaths']>;

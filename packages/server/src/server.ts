@@ -17,6 +17,7 @@ import { BrokerError, Status } from './errors.js';
 import { BrokerNode } from './node.js';
 import { BrokerApi } from './service.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
+import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -59,7 +60,15 @@ export async function startNode(
     'grpc.max_receive_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
     'grpc.max_send_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
   });
-  server.addService(BrokerService, api.implementation());
+  // Publishes keep the client's encoded message, which goes into the log as is (wire.ts) ...
+  const brokerService = {
+    ...BrokerService,
+    publish: { ...BrokerService.publish, requestDeserialize: decodePublishRequest },
+    publishStream: { ...BrokerService.publishStream, requestDeserialize: decodePublishBatch },
+    // ... and deliveries send the stored bytes as the message.
+    consume: { ...BrokerService.consume, responseSerialize: encodeConsumeResponse },
+  };
+  server.addService(brokerService, api.implementation());
   server.addService(RaftTransportService, { stream: raftStreamHandler((message) => node.receive(message)) });
   server.addService(PeerService, {
     proposeBatch: (

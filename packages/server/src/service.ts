@@ -35,6 +35,7 @@ import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
 import { sleep, type BrokerNode } from './node.js';
 import { deliveryOf } from './queue-replica.js';
+import { rawMessageOf } from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -386,7 +387,10 @@ export class BrokerApi {
     const producerId = request.producerId ?? '';
     if (producerId !== '' && request.sequence == null) throw invalidArgument('a publish with a producer_id needs a sequence');
     const deaths = deathsFromWire(message);
-    const stored: pb.Message.$Properties = { ...message, deaths: [], firstDeath: null, lastDeath: null };
+    // The client's own bytes go into the log unless they carry death records, which live in
+    // the machine command rather than in the stored message.
+    const raw = deaths === undefined && message.firstDeath == null && message.lastDeath == null ? rawMessageOf(message) : undefined;
+    const stored: pb.Message.$Properties | Uint8Array = raw ?? { ...message, deaths: [], firstDeath: null, lastDeath: null };
     const command: Command = {
       type: 'enqueue',
       sizeBytes: message.body?.length ?? 0,

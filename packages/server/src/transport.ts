@@ -83,6 +83,8 @@ export class PeerTransport {
     readonly selfId: NodeId,
     peers: ReadonlyMap<NodeId, string>,
     private readonly logger: Logger,
+    /** Called for each batch sent, with its number of messages (metrics). */
+    private readonly onBatch: (messages: number) => void = () => {},
   ) {
     for (const [id, address] of peers) {
       if (id === selfId) continue;
@@ -185,6 +187,7 @@ export class PeerTransport {
       stream.write({ messages });
       this.stats.batchesSent += 1;
       this.stats.messagesSent += messages.length;
+      this.onBatch(messages.length);
     }
   }
 

@@ -1,0 +1,252 @@
+/**
+ * The hot-path encodings, written field by field with protobufjs's Reader and Writer so that
+ * a published message's bytes travel from the client into the log, the followers and the
+ * snapshots without being decoded and encoded again:
+ *
+ * - A publish request's `message` is kept as the bytes the client sent (`rawMessageOf`).
+ * - A queue entry (replicated.proto `QueueEntry`) embeds those bytes as its `message` field.
+ * - A replica stores each message as those bytes and decodes them only when it hands the
+ *   message out (the leader, at delivery).
+ * - A queue snapshot (`QueueSnapshot`) embeds them again.
+ *
+ * The bytes are the same protobuf the generated code reads and writes: an embedded message
+ * and a `bytes` field are the same on the wire.
+ */
+import { Reader, Writer, quorumq } from '@quorumq/proto';
+import type { Command } from '@quorumq/queue';
+
+import pb = quorumq.v1;
+
+/** The leader clock prefix of every queue entry. */
+export const ENTRY_CLOCK_BYTES = 8;
+
+const WIRE_VARINT = 0;
+const WIRE_LENGTH_DELIMITED = 2;
+const tag = (field: number, wire: number): number => (field << 3) | wire;
+
+const QUEUE_ENTRY_COMMAND = tag(2, WIRE_LENGTH_DELIMITED);
+const QUEUE_ENTRY_MESSAGE = tag(3, WIRE_LENGTH_DELIMITED);
+const SNAPSHOT_MACHINE = tag(1, WIRE_LENGTH_DELIMITED);
+const SNAPSHOT_MESSAGE = tag(2, WIRE_LENGTH_DELIMITED);
+const STORED_ID = tag(1, WIRE_VARINT);
+const STORED_MESSAGE = tag(2, WIRE_LENGTH_DELIMITED);
+const BATCH_PUBLISH = tag(1, WIRE_LENGTH_DELIMITED);
+const PUBLISH_MESSAGE = tag(3, WIRE_LENGTH_DELIMITED);
+
+function varintBytes(value: number): number {
+  let n = 1;
+  while (value >= 0x80) {
+    value = Math.floor(value / 128);
+    n += 1;
+  }
+  return n;
+}
+
+function writeVarint(buf: Buffer, at: number, value: number): number {
+  while (value >= 0x80) {
+    buf[at++] = (value & 0x7f) | 0x80;
+    value = Math.floor(value / 128);
+  }
+  buf[at++] = value;
+  return at;
+}
+
+const asBuffer = (bytes: Uint8Array): Buffer =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+// ------------------------------------------------------------------------------------
+// Queue entries
+
+/**
+ * Encodes a queue entry: the clock prefix, then `QueueEntry { command (JSON), message }`.
+ * `message` is either an encoded Message (carried as is) or one to encode.
+ */
+export function encodeQueueEntry(command: Command, message: pb.Message.$Properties | Uint8Array | null, now = 0): Uint8Array {
+  // Queue commands hold only strings, numbers, booleans and arrays: plain JSON is exact.
+  const json = JSON.stringify(command);
+  const jsonBytes = Buffer.byteLength(json, 'utf8');
+  const body = message === null ? null : message instanceof Uint8Array ? message : pb.Message.encode(message).finish();
+  const size =
+    ENTRY_CLOCK_BYTES +
+    1 +
+    varintBytes(jsonBytes) +
+    jsonBytes +
+    (body === null ? 0 : 1 + varintBytes(body.byteLength) + body.byteLength);
+  const out = Buffer.allocUnsafe(size);
+  out.writeDoubleLE(now, 0);
+  let at = ENTRY_CLOCK_BYTES;
+  out[at++] = QUEUE_ENTRY_COMMAND;
+  at = writeVarint(out, at, jsonBytes);
+  at += out.write(json, at, jsonBytes, 'utf8');
+  if (body !== null) {
+    out[at++] = QUEUE_ENTRY_MESSAGE;
+    at = writeVarint(out, at, body.byteLength);
+    out.set(body, at);
+  }
+  return out;
+}
+
+/** Stamps the leader's clock into an encoded entry, in place. */
+export function stampEntry(data: Uint8Array, now: number): void {
+  asBuffer(data).writeDoubleLE(now, 0);
+}
+
+export interface DecodedQueueEntry {
+  readonly now: number;
+  readonly command: Command;
+  /** The encoded Message (a view into `data`), or null. */
+  readonly message: Uint8Array | null;
+}
+
+/** Decodes an entry; the message stays encoded. Throws on malformed bytes. */
+export function decodeQueueEntry(data: Uint8Array): DecodedQueueEntry {
+  if (data.byteLength < ENTRY_CLOCK_BYTES) throw new Error('queue entry too short');
+  const buf = asBuffer(data);
+  const now = buf.readDoubleLE(0);
+  const reader = Reader.create(buf.subarray(ENTRY_CLOCK_BYTES));
+  let command: string | null = null;
+  let message: Uint8Array | null = null;
+  while (reader.pos < reader.len) {
+    const t = reader.uint32();
+    if (t === QUEUE_ENTRY_COMMAND) command = reader.string();
+    else if (t === QUEUE_ENTRY_MESSAGE) message = reader.bytes();
+    else reader.skipType(t & 7);
+  }
+  if (command === null) throw new Error('queue entry without a command');
+  return { now, command: JSON.parse(command) as Command, message };
+}
+
+// ------------------------------------------------------------------------------------
+// Queue snapshots
+
+export interface DecodedQueueSnapshot {
+  readonly machine: Uint8Array;
+  /** Message id -> encoded Message (copies: they do not hold the snapshot's buffer). */
+  readonly messages: Map<number, Uint8Array>;
+}
+
+/** `QueueSnapshot { machine, messages: [StoredMessage { id, message }] }`. */
+export function encodeQueueSnapshot(machine: Uint8Array, messages: Iterable<readonly [number, Uint8Array]>): Uint8Array {
+  const writer = Writer.create();
+  writer.uint32(SNAPSHOT_MACHINE).bytes(machine);
+  for (const [id, message] of messages) {
+    writer.uint32(SNAPSHOT_MESSAGE).fork().uint32(STORED_ID).uint64(id).uint32(STORED_MESSAGE).bytes(message).ldelim();
+  }
+  return writer.finish();
+}
+
+export function decodeQueueSnapshot(data: Uint8Array): DecodedQueueSnapshot {
+  const reader = Reader.create(data);
+  let machine: Uint8Array = new Uint8Array(0);
+  const messages = new Map<number, Uint8Array>();
+  while (reader.pos < reader.len) {
+    const t = reader.uint32();
+    if (t === SNAPSHOT_MACHINE) {
+      machine = reader.bytes();
+    } else if (t === SNAPSHOT_MESSAGE) {
+      const end = reader.uint32() + reader.pos;
+      let id = 0;
+      let message: Uint8Array | null = null;
+      while (reader.pos < end) {
+        const s = reader.uint32();
+        if (s === STORED_ID) id = Number(reader.uint64());
+        else if (s === STORED_MESSAGE) message = Buffer.from(reader.bytes());
+        else reader.skipType(s & 7);
+      }
+      if (message !== null) messages.set(id, message);
+    } else {
+      reader.skipType(t & 7);
+    }
+  }
+  return { machine, messages };
+}
+
+// ------------------------------------------------------------------------------------
+// Publish requests: keep the client's encoded message
+
+const rawMessages = new WeakMap<object, Uint8Array>();
+
+/** The bytes the client sent for this decoded message, if it arrived in a publish. */
+export function rawMessageOf(message: pb.Message.$Properties): Uint8Array | undefined {
+  return rawMessages.get(message);
+}
+
+function keepRawMessage(request: pb.PublishRequest, bytes: Uint8Array): void {
+  if (request.message == null) return;
+  // A repeated `message` field merges on decode: only a single occurrence is the message as is.
+  let raw: Uint8Array | null = null;
+  let occurrences = 0;
+  const reader = Reader.create(bytes);
+  while (reader.pos < reader.len) {
+    const t = reader.uint32();
+    if (t === PUBLISH_MESSAGE) {
+      raw = reader.bytes();
+      occurrences += 1;
+    } else {
+      reader.skipType(t & 7);
+    }
+  }
+  if (occurrences === 1 && raw !== null) rawMessages.set(request.message, raw);
+}
+
+/** grpc-js deserializer of the unary Publish request. */
+export function decodePublishRequest(bytes: Buffer): pb.PublishRequest {
+  const request = pb.PublishRequest.decode(bytes);
+  keepRawMessage(request, bytes);
+  return request;
+}
+
+/** grpc-js deserializer of PublishStream's batches. */
+export function decodePublishBatch(bytes: Buffer): pb.PublishBatch {
+  const batch = new pb.PublishBatch();
+  const reader = Reader.create(bytes);
+  while (reader.pos < reader.len) {
+    const t = reader.uint32();
+    if (t === BATCH_PUBLISH) {
+      const sub = reader.bytes();
+      const request = pb.PublishRequest.decode(sub);
+      keepRawMessage(request, sub);
+      batch.publishes.push(request);
+    } else {
+      reader.skipType(t & 7);
+    }
+  }
+  return batch;
+}
+
+// ------------------------------------------------------------------------------------
+// Deliveries: the stored bytes go out as the delivery's message
+
+/** A delivery whose message may still be the stored bytes (`encodedMessage`, then `message` is unset). */
+export interface OutgoingDelivery extends pb.Delivery.$Properties {
+  readonly encodedMessage?: Uint8Array;
+}
+
+const RESPONSE_DELIVERY = tag(2, WIRE_LENGTH_DELIMITED);
+const RESPONSE_DELIVERIES = tag(4, WIRE_LENGTH_DELIMITED);
+const BATCH_DELIVERY = tag(1, WIRE_LENGTH_DELIMITED);
+const DELIVERY_MESSAGE = tag(8, WIRE_LENGTH_DELIMITED);
+
+function writeDelivery(writer: ReturnType<typeof Writer.create>, delivery: OutgoingDelivery): void {
+  writer.fork();
+  pb.Delivery.encode(delivery, writer);
+  if (delivery.encodedMessage !== undefined && delivery.message == null) writer.uint32(DELIVERY_MESSAGE).bytes(delivery.encodedMessage);
+  writer.ldelim();
+}
+
+/** grpc-js serializer of Consume's responses. */
+export function encodeConsumeResponse(response: pb.ConsumeResponse.$Properties): Buffer {
+  let bytes: Uint8Array;
+  if (response.deliveries != null) {
+    const writer = Writer.create().uint32(RESPONSE_DELIVERIES).fork();
+    for (const delivery of response.deliveries.deliveries ?? []) writeDelivery(writer.uint32(BATCH_DELIVERY), delivery);
+    bytes = writer.ldelim().finish();
+  } else if (response.delivery != null) {
+    const writer = Writer.create().uint32(RESPONSE_DELIVERY);
+    writeDelivery(writer, response.delivery);
+    bytes = writer.finish();
+  } else {
+    bytes = pb.ConsumeResponse.encode(response).finish();
+  }
+  return asBuffer(bytes);
+}

@@ -1,0 +1,173 @@
+import { quorumq } from '@quorumq/proto';
+import type { Command } from '@quorumq/queue';
+import { describe, expect, it } from 'vitest';
+
+import {
+  decodePublishBatch,
+  decodePublishRequest,
+  decodeQueueEntry,
+  decodeQueueSnapshot,
+  encodeConsumeResponse,
+  encodeQueueEntry,
+  encodeQueueSnapshot,
+  rawMessageOf,
+  stampEntry,
+} from '../src/wire.js';
+
+import pb = quorumq.v1;
+
+const message: pb.Message.$Properties = {
+  body: Buffer.from('hello, queue'),
+  routingKey: 'orders.eu',
+  properties: { contentType: 'text/plain', priority: 3, expirationMs: 60_000 },
+  headers: { tenant: { stringValue: 'acme' }, attempt: { intValue: 2 } },
+};
+const encodedMessage = Buffer.from(pb.Message.encode(message).finish());
+const command: Command = { type: 'enqueue', sizeBytes: 12, exchange: 'orders', routingKeys: ['orders.eu'], priority: 3 };
+
+/** The entry as the generated protobuf code writes it (the format before wire.ts). */
+function generatedEntry(now: number, cmd: Command, msg: pb.Message.$Properties | null): Buffer {
+  const body = pb.QueueEntry.encode({ command: JSON.stringify(cmd), message: msg }).finish();
+  const out = Buffer.alloc(8 + body.length);
+  out.writeDoubleLE(now, 0);
+  out.set(body, 8);
+  return out;
+}
+
+describe('queue entries', () => {
+  it('carry an encoded message byte for byte, and decode to the same command and clock', () => {
+    const data = encodeQueueEntry(command, encodedMessage, 1_700_000_000_123);
+    const decoded = decodeQueueEntry(data);
+    expect(decoded.now).toBe(1_700_000_000_123);
+    expect(decoded.command).toEqual(command);
+    expect(Buffer.from(decoded.message ?? [])).toEqual(encodedMessage);
+  });
+
+  it('are what the generated QueueEntry code writes, both ways', () => {
+    const ours = encodeQueueEntry(command, message, 42);
+    expect(Buffer.from(ours)).toEqual(generatedEntry(42, command, message));
+    const theirs = pb.QueueEntry.decode(ours.subarray(8));
+    expect(JSON.parse(theirs.command)).toEqual(command);
+    expect(theirs.message?.routingKey).toBe('orders.eu');
+    expect(theirs.message?.headers?.['tenant']?.stringValue).toBe('acme');
+    // An entry written by the generated code (an existing log) still decodes.
+    const old = decodeQueueEntry(generatedEntry(7, command, message));
+    expect(old.now).toBe(7);
+    expect(pb.Message.decode(old.message ?? new Uint8Array(0)).properties?.priority).toBe(3);
+  });
+
+  it('without a message, and with a multi-byte length and non-ASCII command', () => {
+    const settle: Command = { type: 'ack', consumerId: `n1/ü-${'c'.repeat(200)}`, deliveryTag: 2 ** 40, multiple: true };
+    const decoded = decodeQueueEntry(encodeQueueEntry(settle, null, 5));
+    expect(decoded.command).toEqual(settle);
+    expect(decoded.message).toBeNull();
+    const big = Buffer.alloc(300_000, 7);
+    const withBig = decodeQueueEntry(encodeQueueEntry(command, pb.Message.encode({ body: big }).finish(), 0));
+    expect(Buffer.from(pb.Message.decode(withBig.message ?? new Uint8Array(0)).body ?? [])).toEqual(big);
+  });
+
+  it('stampEntry rewrites the clock in place', () => {
+    const data = encodeQueueEntry(command, encodedMessage, 0);
+    stampEntry(data, 99.5);
+    expect(decodeQueueEntry(data).now).toBe(99.5);
+    expect(decodeQueueEntry(data.subarray(0)).command).toEqual(command);
+  });
+
+  it('malformed bytes throw instead of decoding to something', () => {
+    expect(() => decodeQueueEntry(new Uint8Array(3))).toThrow(/too short/);
+    expect(() => decodeQueueEntry(Buffer.concat([Buffer.alloc(8), Buffer.from([0x1a, 0x05, 1])]))).toThrow();
+    expect(() => decodeQueueEntry(Buffer.alloc(8))).toThrow(/without a command/);
+  });
+});
+
+describe('queue snapshots', () => {
+  it('round-trip ids and message bytes, readable by the generated QueueSnapshot code', () => {
+    const machine = Buffer.from([1, 2, 3, 4]);
+    const other = Buffer.from(pb.Message.encode({ body: Buffer.from('second') }).finish());
+    const data = encodeQueueSnapshot(machine, [
+      [17, encodedMessage],
+      [2 ** 40, other],
+    ]);
+    const ours = decodeQueueSnapshot(data);
+    expect(Buffer.from(ours.machine)).toEqual(machine);
+    expect([...ours.messages.keys()]).toEqual([17, 2 ** 40]);
+    expect(Buffer.from(ours.messages.get(17) ?? [])).toEqual(encodedMessage);
+    const theirs = pb.QueueSnapshot.decode(data);
+    expect(theirs.messages.map((m) => m.id)).toEqual([17, 2 ** 40]);
+    expect(theirs.messages[1]?.message?.body?.toString()).toBe('second');
+    // And a snapshot written by the generated code reads back.
+    const generated = pb.QueueSnapshot.encode({ machine, messages: [{ id: 3, message }] }).finish();
+    expect(pb.Message.decode(decodeQueueSnapshot(generated).messages.get(3) ?? new Uint8Array(0)).routingKey).toBe('orders.eu');
+  });
+
+  it('restored messages do not share the snapshot buffer', () => {
+    const data = Buffer.from(encodeQueueSnapshot(new Uint8Array(0), [[1, encodedMessage]]));
+    const restored = decodeQueueSnapshot(data);
+    data.fill(0);
+    expect(Buffer.from(restored.messages.get(1) ?? [])).toEqual(encodedMessage);
+  });
+});
+
+describe('publish requests keep the client bytes', () => {
+  it('a batch: each request decodes as the generated code does, and its message bytes are kept', () => {
+    const requests: pb.PublishRequest.$Properties[] = [
+      { publishId: 1, exchange: 'orders', message, mandatory: true },
+      { publishId: 2, exchange: '', message: { body: Buffer.from('x'), routingKey: 'q' }, producerId: 'p', sequence: 9 },
+    ];
+    const bytes = Buffer.from(pb.PublishBatch.encode({ publishes: requests }).finish());
+    const batch = decodePublishBatch(bytes);
+    const plain = (p: pb.PublishRequest.$Properties): Record<string, unknown> => pb.PublishRequest.toObject(p as pb.PublishRequest);
+    expect(batch.publishes.map(plain)).toEqual(pb.PublishBatch.decode(bytes).publishes.map(plain));
+    const first = batch.publishes[0]?.message;
+    expect(first).toBeTruthy();
+    expect(Buffer.from(rawMessageOf(first ?? {}) ?? [])).toEqual(encodedMessage);
+    expect(pb.Message.decode(rawMessageOf(batch.publishes[1]?.message ?? {}) ?? new Uint8Array(0)).routingKey).toBe('q');
+  });
+
+  it('a message field sent twice (protobuf merges them) is not taken as the bytes of the message', () => {
+    const one = pb.PublishRequest.encode({ publishId: 1, message: { body: Buffer.from('a') } }).finish();
+    const two = pb.PublishRequest.encode({ message: { routingKey: 'k' } }).finish();
+    const request = decodePublishRequest(Buffer.concat([one, two]));
+    expect(request.message?.routingKey).toBe('k');
+    expect(request.message?.body?.toString()).toBe('a');
+    expect(rawMessageOf(request.message ?? {})).toBeUndefined();
+  });
+
+  it('a unary publish keeps its bytes; a request without a message has none', () => {
+    const request = decodePublishRequest(Buffer.from(pb.PublishRequest.encode({ publishId: 4, message }).finish()));
+    expect(Buffer.from(rawMessageOf(request.message ?? {}) ?? [])).toEqual(encodedMessage);
+    expect(decodePublishRequest(Buffer.from(pb.PublishRequest.encode({ publishId: 5 }).finish())).message).toBeNull();
+    expect(() => decodePublishBatch(Buffer.from([0x0a, 0x09, 0x01]))).toThrow();
+  });
+});
+
+describe('consume responses', () => {
+  const fields = { queue: 'q', consumerTag: 'c1', deliveryTag: 7, deliveryCount: 1, redelivered: false, exchange: 'orders', routingKeys: ['orders.eu'] };
+
+  it('a delivery with stored bytes decodes as if the message had been encoded', () => {
+    const single = pb.ConsumeResponse.decode(encodeConsumeResponse({ delivery: { ...fields, encodedMessage } as pb.Delivery.$Properties }));
+    const expected = pb.ConsumeResponse.decode(pb.ConsumeResponse.encode({ delivery: { ...fields, message } }).finish());
+    expect(pb.ConsumeResponse.toObject(single)).toEqual(pb.ConsumeResponse.toObject(expected));
+  });
+
+  it('a batch mixes stored bytes and decoded messages, in order', () => {
+    const withDeaths = { ...message, headers: { 'x-first-death-reason': { stringValue: 'rejected' } } };
+    const bytes = encodeConsumeResponse({
+      deliveries: {
+        deliveries: [{ ...fields, encodedMessage } as pb.Delivery.$Properties, { ...fields, deliveryTag: 8, message: withDeaths }],
+      },
+    });
+    const decoded = pb.ConsumeResponse.decode(bytes);
+    expect(decoded.response).toBe('deliveries');
+    const [a, b] = decoded.deliveries?.deliveries ?? [];
+    expect(a?.deliveryTag).toBe(7);
+    expect(a?.message?.headers?.['tenant']?.stringValue).toBe('acme');
+    expect(b?.deliveryTag).toBe(8);
+    expect(b?.message?.headers?.['x-first-death-reason']?.stringValue).toBe('rejected');
+  });
+
+  it('other responses encode as the generated code does', () => {
+    const subscribed = { subscribed: { consumerTag: 'c1', queue: 'q', leader: 'n2' } };
+    expect(encodeConsumeResponse(subscribed)).toEqual(Buffer.from(pb.ConsumeResponse.encode(subscribed).finish()));
+  });
+});
