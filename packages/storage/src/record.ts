@@ -56,11 +56,12 @@ export interface EncodedRecords {
 }
 
 /**
- * Encodes records into one freshly allocated buffer: two passes (sizes, then bytes) and no
- * per-record allocation beyond the sizes array. Throws before encoding anything if a record
- * is invalid or too large, so a caller never queues half a batch.
+ * Encodes records into one buffer from `allocate` (a fresh one by default): two passes
+ * (sizes, then bytes) and no per-record allocation beyond the sizes array. Throws before
+ * encoding anything if a record is invalid or too large, so a caller never queues half a
+ * batch.
  */
-export function encodeRecords(records: readonly WalRecord[]): EncodedRecords {
+export function encodeRecords(records: readonly WalRecord[], allocate: (bytes: number) => Buffer = Buffer.allocUnsafe): EncodedRecords {
   const sizes: number[] = new Array<number>(records.length);
   const groupBytes: number[] = new Array<number>(records.length);
   let total = 0;
@@ -76,7 +77,7 @@ export function encodeRecords(records: readonly WalRecord[]): EncodedRecords {
     groupBytes[i] = groupIdBytes;
     total += size;
   }
-  const buf = Buffer.allocUnsafe(total);
+  const buf = allocate(total);
   let offset = 0;
   for (let i = 0; i < records.length; i++) {
     offset = encodeRecordAt(buf, offset, records[i]!, groupBytes[i]!, sizes[i]!);

@@ -162,6 +162,39 @@ function notePerGroup(groups: Map<string, number>, record: WalRecord): void {
   groups.set(record.groupId, Math.max(index, groups.get(record.groupId) ?? 0));
 }
 
+/**
+ * Where queued records are encoded: two reusable buffers, one filled by `enqueue` while the
+ * other's records are written. A flush takes everything queued, and flushes run one at a
+ * time, so when the next flush starts the buffer the previous one wrote is free again.
+ * Reusing warm memory instead of a fresh allocation per batch spares the page faults of
+ * touching new pages (more than half the cost of encoding a 1 KB record). A batch that does
+ * not fit gets a buffer of its own.
+ */
+class EncodeArenas {
+  private readonly buffers: [Buffer | null, Buffer | null] = [null, null];
+  private filling = 0;
+  private used = 0;
+
+  constructor(private readonly bytes: number) {}
+
+  readonly allocate = (size: number): Buffer => {
+    if (size > this.bytes - this.used) return Buffer.allocUnsafe(size);
+    const buffer = (this.buffers[this.filling] ??= Buffer.allocUnsafeSlow(this.bytes));
+    const slice = buffer.subarray(this.used, this.used + size);
+    // Keep slices 8-byte aligned.
+    this.used += (size + 7) & ~7;
+    return slice;
+  };
+
+  /** A flush took everything queued so far: fill the other buffer from now on. */
+  switch(): void {
+    this.filling = 1 - this.filling;
+    this.used = 0;
+  }
+}
+
+const ENCODE_ARENA_BYTES = 4 * 1024 * 1024;
+
 interface Pending {
   readonly records: number;
   readonly onDurable: (() => void) | undefined;
@@ -188,6 +221,7 @@ export class Wal {
   private closing: Promise<void> | null = null;
   private readonly segmentBytesMax: number;
   private readonly scheduleFlush: (flush: () => void) => void;
+  private readonly arenas = new EncodeArenas(ENCODE_ARENA_BYTES);
 
   private constructor(
     private readonly options: WalOptions,
@@ -256,7 +290,7 @@ export class Wal {
   enqueue(records: readonly WalRecord[], onDurable?: () => void): Enqueued {
     this.assertAppendable();
     assert(records.length > 0, 'enqueue of no records');
-    const positions = this.place(records, encodeRecords(records));
+    const positions = this.place(records, encodeRecords(records, this.arenas.allocate));
     const durable = new Promise<void>((resolve, reject) => {
       this.pending.push({ records: records.length, onDurable, resolve, reject });
     });
@@ -390,6 +424,7 @@ export class Wal {
       const pending = this.pending;
       this.queue = [];
       this.pending = [];
+      this.arenas.switch();
       await this.flushBatch(chunks, pending);
     }
     this.flushing = false;

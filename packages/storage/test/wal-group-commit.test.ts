@@ -101,6 +101,41 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
     await wal.close();
   });
 
+  it('records queued while a write is held do not overwrite the bytes being written (reused encode buffers)', async () => {
+    const dir = await tempDir('gc-arenas');
+    const { wal, fs } = await open(dir);
+    const expected: unknown[] = [];
+    const appends: Array<Promise<void>> = [];
+    let index = 0;
+    const batch = (group: string, n: number, size: number): void => {
+      for (let i = 0; i < n; i++) {
+        index += 1;
+        const record = entryRecord(group, index, 1, `${group}:${index}:`.padEnd(size, String.fromCharCode(97 + (index % 26))));
+        expected.push(plain(record));
+        appends.push(wal.append([record]));
+      }
+    };
+    for (let round = 0; round < 4; round++) {
+      const held = gate();
+      fs.writeGate = held.promise;
+      batch(`r${round}a`, 20, 900);
+      await until(() => fs.calls.writev > 2 * round);
+      // While that write waits, two more batches queue (the second and third flush of the round).
+      batch(`r${round}b`, 25, 1500);
+      await turns(3);
+      fs.writeGate = null;
+      held.open();
+      await until(() => fs.calls.writev > 2 * round + 1);
+      batch(`r${round}c`, 10, 3000);
+      await Promise.all(appends);
+    }
+    // A batch larger than a reusable buffer gets its own.
+    batch('big', 3, 3 * 1024 * 1024);
+    await Promise.all(appends);
+    await wal.close();
+    expect(await replay(dir)).toEqual(expected);
+  });
+
   it('resolves nothing before the datasync covering it returned', async () => {
     const dir = await tempDir('gc-no-early-ack');
     const { wal, fs } = await open(dir);
