@@ -5,6 +5,8 @@
 import { quorumq } from '@quorumq/proto';
 import type { ClusterConfig, Entry, Message, SnapshotMeta } from '@quorumq/raft';
 
+import { varintBytes, writeVarint } from './wire.js';
+
 import pb = quorumq.v1;
 
 export interface GroupMessage {
@@ -171,4 +173,123 @@ export function messageFromWire(wire: pb.RaftMessage): GroupMessage | null {
     default:
       return null;
   }
+}
+
+// ------------------------------------------------------------------------------------
+// RaftBatch, written by hand: appends carry the entries' bytes, copied once into the batch
+
+const BATCH_MESSAGE = 0x0a; // RaftBatch.messages = 1
+const MESSAGE_GROUP = 0x0a; // RaftMessage.group_id = 1
+const MESSAGE_FROM = 0x12;
+const MESSAGE_TO = 0x1a;
+const MESSAGE_TERM = 0x20;
+const MESSAGE_APPEND = 0x72; // RaftMessage.append = 14
+const APPEND_PREV_INDEX = 0x08;
+const APPEND_PREV_TERM = 0x10;
+const APPEND_ENTRY = 0x1a;
+const APPEND_COMMIT = 0x20;
+const ENTRY_INDEX = 0x08;
+const ENTRY_TERM = 0x10;
+const ENTRY_TYPE = 0x18;
+const ENTRY_DATA = 0x22;
+
+const strBytes = (text: string): number => Buffer.byteLength(text, 'utf8');
+const fieldBytes = (length: number): number => 1 + varintBytes(length) + length;
+
+function entryBytes(entry: Entry): number {
+  const data = entry.data.byteLength === 0 ? 0 : fieldBytes(entry.data.byteLength);
+  return 1 + varintBytes(entry.index) + 1 + varintBytes(entry.term) + (entry.type === 'config' ? 2 : 0) + data;
+}
+
+type Append = Extract<Message, { type: 'append' }>;
+
+/**
+ * Encodes everything queued for one peer as a RaftBatch. An append is sized and written
+ * field by field into the one output buffer; other messages go through the generated code.
+ */
+export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
+  const parts: Array<Uint8Array | null> = new Array(messages.length);
+  const sizes: number[] = new Array(messages.length);
+  const appendSizes: number[] = new Array(messages.length);
+  let total = 0;
+  for (let i = 0; i < messages.length; i++) {
+    const { groupId, message } = messages[i]!;
+    let size: number;
+    if (message.type === 'append') {
+      let append = 1 + varintBytes(message.prevLogIndex) + 1 + varintBytes(message.prevLogTerm) + 1 + varintBytes(message.commit);
+      for (const entry of message.entries) append += fieldBytes(entryBytes(entry));
+      appendSizes[i] = append;
+      size =
+        fieldBytes(strBytes(groupId)) +
+        fieldBytes(strBytes(message.from)) +
+        fieldBytes(strBytes(message.to)) +
+        1 +
+        varintBytes(message.term) +
+        fieldBytes(append);
+      parts[i] = null;
+    } else {
+      const bytes = pb.RaftMessage.encode(messageToWire(groupId, message)).finish();
+      parts[i] = bytes;
+      size = bytes.byteLength;
+    }
+    sizes[i] = size;
+    total += fieldBytes(size);
+  }
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (let i = 0; i < messages.length; i++) {
+    out[at++] = BATCH_MESSAGE;
+    at = writeVarint(out, at, sizes[i]!);
+    const part = parts[i];
+    if (part !== null && part !== undefined) {
+      out.set(part, at);
+      at += part.byteLength;
+      continue;
+    }
+    const { groupId, message } = messages[i]!;
+    at = writeAppend(out, at, groupId, message as Append, appendSizes[i]!);
+  }
+  if (at !== total) throw new Error(`raft batch encoded to ${at} bytes, sized ${total}`);
+  return out;
+}
+
+function writeString(out: Buffer, at: number, tag: number, text: string): number {
+  out[at++] = tag;
+  const length = strBytes(text);
+  at = writeVarint(out, at, length);
+  return at + out.write(text, at, length, 'utf8');
+}
+
+function writeAppend(out: Buffer, at: number, groupId: string, message: Append, appendSize: number): number {
+  at = writeString(out, at, MESSAGE_GROUP, groupId);
+  at = writeString(out, at, MESSAGE_FROM, message.from);
+  at = writeString(out, at, MESSAGE_TO, message.to);
+  out[at++] = MESSAGE_TERM;
+  at = writeVarint(out, at, message.term);
+  out[at++] = MESSAGE_APPEND;
+  at = writeVarint(out, at, appendSize);
+  out[at++] = APPEND_PREV_INDEX;
+  at = writeVarint(out, at, message.prevLogIndex);
+  out[at++] = APPEND_PREV_TERM;
+  at = writeVarint(out, at, message.prevLogTerm);
+  for (const entry of message.entries) {
+    out[at++] = APPEND_ENTRY;
+    at = writeVarint(out, at, entryBytes(entry));
+    out[at++] = ENTRY_INDEX;
+    at = writeVarint(out, at, entry.index);
+    out[at++] = ENTRY_TERM;
+    at = writeVarint(out, at, entry.term);
+    if (entry.type === 'config') {
+      out[at++] = ENTRY_TYPE;
+      out[at++] = pb.EntryType.ENTRY_TYPE_CONFIG;
+    }
+    if (entry.data.byteLength > 0) {
+      out[at++] = ENTRY_DATA;
+      at = writeVarint(out, at, entry.data.byteLength);
+      out.set(entry.data, at);
+      at += entry.data.byteLength;
+    }
+  }
+  out[at++] = APPEND_COMMIT;
+  return writeVarint(out, at, message.commit);
 }

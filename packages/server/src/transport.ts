@@ -17,7 +17,7 @@ import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
 import type { Message, NodeId } from '@quorumq/raft';
 import type { Logger } from 'pino';
 
-import { messageFromWire, messageToWire, type GroupMessage } from './raft-codec.js';
+import { encodeRaftBatch, messageFromWire, type GroupMessage } from './raft-codec.js';
 
 import pb = quorumq.v1;
 
@@ -59,8 +59,8 @@ interface PeerLink {
   readonly address: string;
   readonly raftClient: Client;
   readonly peerClient: Client;
-  stream: ClientDuplexStream<pb.RaftBatch.$Properties, pb.RaftBatchAck> | null;
-  queued: pb.RaftMessage.$Properties[];
+  stream: ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null;
+  queued: GroupMessage[];
   reconnectAt: number;
   connected: boolean;
   forwards: Forward[];
@@ -108,7 +108,7 @@ export class PeerTransport {
     for (const message of messages) {
       const link = this.links.get(message.to);
       if (link === undefined) continue;
-      link.queued.push(messageToWire(groupId, message));
+      link.queued.push({ groupId, message });
     }
     if (!this.flushScheduled) {
       this.flushScheduled = true;
@@ -184,22 +184,23 @@ export class PeerTransport {
         this.stats.messagesDropped += messages.length;
         continue;
       }
-      stream.write({ messages });
+      stream.write(messages);
       this.stats.batchesSent += 1;
       this.stats.messagesSent += messages.length;
       this.onBatch(messages.length);
     }
   }
 
-  private streamOf(link: PeerLink): ClientDuplexStream<pb.RaftBatch.$Properties, pb.RaftBatchAck> | null {
+  private streamOf(link: PeerLink): ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null {
     if (link.stream !== null) return link.stream;
     const now = Date.now();
     if (now < link.reconnectAt) return null;
+    // The batch is serialized by hand (raft-codec.ts): a RaftBatch on the wire.
     const stream = link.raftClient.makeBidiStreamRequest(
       RaftTransportService.stream.path,
-      RaftTransportService.stream.requestSerialize,
+      encodeRaftBatch,
       RaftTransportService.stream.responseDeserialize,
-    ) as ClientDuplexStream<pb.RaftBatch.$Properties, pb.RaftBatchAck>;
+    ) as ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck>;
     link.stream = stream;
     stream.on('metadata', () => {
       if (!link.connected) this.logger.info({ peer: link.id, address: link.address }, 'peer stream open');

@@ -33,7 +33,8 @@ const STORED_MESSAGE = tag(2, WIRE_LENGTH_DELIMITED);
 const BATCH_PUBLISH = tag(1, WIRE_LENGTH_DELIMITED);
 const PUBLISH_MESSAGE = tag(3, WIRE_LENGTH_DELIMITED);
 
-function varintBytes(value: number): number {
+/** Bytes of `value` (a safe non-negative integer) as a protobuf varint. */
+export function varintBytes(value: number): number {
   let n = 1;
   while (value >= 0x80) {
     value = Math.floor(value / 128);
@@ -42,7 +43,7 @@ function varintBytes(value: number): number {
   return n;
 }
 
-function writeVarint(buf: Buffer, at: number, value: number): number {
+export function writeVarint(buf: Buffer, at: number, value: number): number {
   while (value >= 0x80) {
     buf[at++] = (value & 0x7f) | 0x80;
     value = Math.floor(value / 128);
@@ -125,14 +126,37 @@ export interface DecodedQueueSnapshot {
   readonly messages: Map<number, Uint8Array>;
 }
 
-/** `QueueSnapshot { machine, messages: [StoredMessage { id, message }] }`. */
-export function encodeQueueSnapshot(machine: Uint8Array, messages: Iterable<readonly [number, Uint8Array]>): Uint8Array {
-  const writer = Writer.create();
-  writer.uint32(SNAPSHOT_MACHINE).bytes(machine);
-  for (const [id, message] of messages) {
-    writer.uint32(SNAPSHOT_MESSAGE).fork().uint32(STORED_ID).uint64(id).uint32(STORED_MESSAGE).bytes(message).ldelim();
+/**
+ * `QueueSnapshot { machine, messages: [StoredMessage { id, message }] }`, sized first and
+ * written into one buffer (a snapshot holds every live message).
+ */
+export function encodeQueueSnapshot(machine: Uint8Array, messages: ReadonlyArray<readonly [number, Uint8Array]>): Uint8Array {
+  let size = 1 + varintBytes(machine.byteLength) + machine.byteLength;
+  const storedSizes = new Array<number>(messages.length);
+  for (let i = 0; i < messages.length; i++) {
+    const [id, message] = messages[i]!;
+    const stored = 1 + varintBytes(id) + 1 + varintBytes(message.byteLength) + message.byteLength;
+    storedSizes[i] = stored;
+    size += 1 + varintBytes(stored) + stored;
   }
-  return writer.finish();
+  const out = Buffer.allocUnsafe(size);
+  out[0] = SNAPSHOT_MACHINE;
+  let at = writeVarint(out, 1, machine.byteLength);
+  out.set(machine, at);
+  at += machine.byteLength;
+  for (let i = 0; i < messages.length; i++) {
+    const [id, message] = messages[i]!;
+    out[at++] = SNAPSHOT_MESSAGE;
+    at = writeVarint(out, at, storedSizes[i]!);
+    out[at++] = STORED_ID;
+    at = writeVarint(out, at, id);
+    out[at++] = STORED_MESSAGE;
+    at = writeVarint(out, at, message.byteLength);
+    out.set(message, at);
+    at += message.byteLength;
+  }
+  if (at !== size) throw new Error(`queue snapshot encoded to ${at} bytes, sized ${size}`);
+  return out;
 }
 
 export function decodeQueueSnapshot(data: Uint8Array): DecodedQueueSnapshot {

@@ -23,8 +23,21 @@ export const TOPOLOGY_LIMITS = {
   bindingArgumentValuesCountMax: 1_024,
 } as const;
 
-const utf8 = new TextEncoder();
-
+/** The UTF-8 length of `text`, counted without encoding it (it runs on every publish). */
 export function utf8ByteLength(text: string): number {
-  return utf8.encode(text).byteLength;
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x80) bytes += 1;
+    else if (code < 0x800) bytes += 2;
+    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      // A surrogate pair: one 4-byte code point.
+      bytes += 4;
+      i += 1;
+    } else {
+      // Other 3-byte code points; a lone surrogate is encoded as U+FFFD (3 bytes).
+      bytes += 3;
+    }
+  }
+  return bytes;
 }
