@@ -10,6 +10,9 @@ export class NodeMetrics {
     labelNames: ['outcome'],
     registers: [this.registry],
   });
+  /** The hot outcomes' counters, bound once (no label lookup per publish). */
+  readonly publishesConfirmed = this.publishes.labels({ outcome: 'confirmed' });
+  readonly publishesDuplicate = this.publishes.labels({ outcome: 'duplicate' });
   readonly confirmSeconds = new Histogram({
     name: 'quorumq_publish_confirm_seconds',
     help: 'Time from receiving a publish to its confirm',

@@ -534,9 +534,9 @@ export class BrokerNode {
           members: definition.members,
         };
       },
-      async (group) => {
+      async (group, deadline) => {
         stampEntry(data, Date.now());
-        return group.propose(data);
+        return group.propose(data, deadline, `queue ${JSON.stringify(name)}`);
       },
       data,
       `queue ${JSON.stringify(name)}`,
@@ -551,7 +551,7 @@ export class BrokerNode {
     const data = encodeJson(command);
     const reply = await this.withLeader(
       () => ({ groupId: META_GROUP, local: this.metaGroup, members: [...this.config.peers.keys()] }),
-      async (group) => group.propose(data),
+      async (group, deadline) => group.propose(data, deadline, 'the metadata group'),
       data,
       'the metadata group',
     );
@@ -575,7 +575,8 @@ export class BrokerNode {
   /** The shared retry loop of proposals: local when this node leads, else forwarded. */
   private async withLeader<R, G extends { readonly isLeader: boolean; readonly leaderId: NodeId | null }>(
     locate: () => { groupId: string; local: G | null; members: readonly NodeId[] },
-    proposeHere: (group: G) => Promise<R>,
+    /** Proposes on the local leader; the proposal fails as OUTCOME_UNKNOWN after `deadline`. */
+    proposeHere: (group: G, deadline: number) => Promise<R>,
     forwardData: Uint8Array,
     what: string,
   ): Promise<R> {
@@ -586,7 +587,7 @@ export class BrokerNode {
     while (Date.now() < deadline && !this.stopping) {
       const { groupId, local, members } = locate();
       try {
-        if (local?.isLeader) return await withTimeout(proposeHere(local), deadline - Date.now(), what);
+        if (local?.isLeader) return await proposeHere(local, deadline);
         const leader = local?.leaderId ?? hint ?? (local === null ? (members[attempt % members.length] ?? null) : null);
         if (leader !== null && leader !== this.nodeId) {
           const remaining = Math.max(100, deadline - Date.now());
@@ -621,7 +622,7 @@ export class BrokerNode {
       throw new ForwardError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${groupId}`, group.leaderId);
     }
     if (groupId !== META_GROUP) stampEntry(command, Date.now());
-    const reply = await withTimeout(group.propose(command), this.config.requestTimeoutMs, groupId);
+    const reply = await group.propose(command, Date.now() + this.config.requestTimeoutMs);
     return encodeJson(reply);
   }
 
@@ -740,25 +741,6 @@ function leaderHint(error: unknown): NodeId | null {
  * A proposal that was accepted but not applied in time: it may still commit later, so the
  * outcome is unknown to the client (who may retry; producer ids make that safe).
  */
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${what} did not commit within the request timeout (no quorum?); the outcome is unknown`)),
-      Math.max(1, ms),
-    );
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
-}
-
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

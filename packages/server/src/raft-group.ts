@@ -45,6 +45,9 @@ export interface RaftGroupOptions<R> {
 
 interface Pending<R> {
   readonly term: number;
+  /** Date.now() after which the proposer stops waiting (the outcome is then unknown). */
+  readonly deadline: number;
+  readonly what: string;
   readonly resolve: (reply: R) => void;
   readonly reject: (error: Error) => void;
 }
@@ -59,6 +62,8 @@ export class RaftGroup<R> {
   private machineIndex = 0;
   private lastSnapshotIndex = 0;
   private waitersForLeader: Array<() => void> = [];
+  /** The earliest deadline among pending proposals (Infinity when none has one). */
+  private nextDeadline = Infinity;
 
   constructor(private readonly options: RaftGroupOptions<R>) {
     const restored = options.storage.restoreGroup(options.groupId);
@@ -105,8 +110,23 @@ export class RaftGroup<R> {
     return this.raft.status();
   }
 
-  tick(): void {
+  /** Drives the core's clock; also fails proposals whose deadline passed (see `propose`). */
+  tick(now = Date.now()): void {
+    if (now >= this.nextDeadline) this.expirePending(now);
     this.guard(() => this.raft.tick());
+  }
+
+  private expirePending(now: number): void {
+    let next = Infinity;
+    for (const [index, p] of this.pending) {
+      if (p.deadline > now) {
+        next = Math.min(next, p.deadline);
+        continue;
+      }
+      this.pending.delete(index);
+      p.reject(new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${p.what} did not commit within the request timeout (no quorum?); the outcome is unknown`));
+    }
+    this.nextDeadline = next;
   }
 
   receive(message: Message): void {
@@ -116,9 +136,11 @@ export class RaftGroup<R> {
   /**
    * Proposes `data`; resolves with the machine's reply once the entry is applied here.
    * Rejects with UNAVAILABLE when this replica does not lead the group (nothing was
-   * proposed: safe to retry elsewhere) or when the entry was overwritten by a new leader.
+   * proposed: safe to retry elsewhere) or when the entry was overwritten by a new leader,
+   * and with UNAVAILABLE / OUTCOME_UNKNOWN when it is not applied by `deadline` (checked
+   * on each tick, so up to one tick late; no timer per proposal).
    */
-  propose(data: Uint8Array): Promise<R> {
+  propose(data: Uint8Array, deadline = Infinity, what = this.groupId): Promise<R> {
     if (this.stopped) return Promise.reject(new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', `group ${this.groupId} is stopping`));
     const result = this.raft.propose(data);
     if (!result.ok) {
@@ -127,8 +149,9 @@ export class RaftGroup<R> {
       );
     }
     this.kick();
+    if (deadline < this.nextDeadline) this.nextDeadline = deadline;
     return new Promise<R>((resolve, reject) => {
-      this.pending.set(result.index, { term: result.term, resolve, reject });
+      this.pending.set(result.index, { term: result.term, deadline, what, resolve, reject });
     });
   }
 

@@ -354,7 +354,7 @@ export class BrokerApi {
 
   /** Routes one publish and waits until every target queue committed it. */
   async publish(request: pb.PublishRequest.$Properties): Promise<pb.PublishResponse.$Properties> {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const publishId = request.publishId ?? 0;
     const message = request.message;
     if (message == null) throw invalidArgument('publish needs a message');
@@ -408,7 +408,10 @@ export class BrokerApi {
       for (const queue of targets) void this.node.proposeQueue(queue, command, stored).catch(() => undefined);
       return { publishId, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: [...targets] };
     }
-    const replies = await Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.proposeQueue(queue, command, stored) })));
+    const replies =
+      targets.length === 1
+        ? [{ queue: targets[0]!, reply: await this.node.proposeQueue(targets[0]!, command, stored) }]
+        : await Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.proposeQueue(queue, command, stored) })));
     let duplicates = 0;
     const committed: string[] = [];
     for (const { queue, reply } of replies) {
@@ -427,8 +430,8 @@ export class BrokerApi {
       committed.push(queue);
     }
     const outcome = duplicates === replies.length ? pb.PublishOutcome.PUBLISH_OUTCOME_DUPLICATE : pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED;
-    this.node.metrics.publishes.inc({ outcome: duplicates === replies.length ? 'duplicate' : 'confirmed' });
-    this.node.metrics.confirmSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    (duplicates === replies.length ? this.node.metrics.publishesDuplicate : this.node.metrics.publishesConfirmed).inc();
+    this.node.metrics.confirmSeconds.observe((performance.now() - started) / 1000);
     return { publishId, outcome, queues: committed };
   }
 
@@ -450,8 +453,13 @@ export class BrokerApi {
     call.on('data', (batch: pb.PublishBatch) => {
       for (const request of batch.publishes) {
         inFlight += 1;
-        this.publish(request)
-          .then(answer, (error: unknown) => {
+        this.publish(request).then(
+          (outcome) => {
+            inFlight -= 1;
+            answer(outcome);
+          },
+          (error: unknown) => {
+            inFlight -= 1;
             const status = toServiceError(error);
             const code = status.code ?? Status.INTERNAL;
             answer({
@@ -460,10 +468,8 @@ export class BrokerApi {
               reason: status.details ?? 'failed',
               statusCode: code,
             });
-          })
-          .finally(() => {
-            inFlight -= 1;
-          });
+          },
+        );
       }
     });
     call.on('end', () => {
