@@ -77,14 +77,14 @@ writeFileSync(join(out, 'services.d.ts'), dts);
 // protobufjs readers return numbers too; this must run before quorumq.js defines its
 // classes (their default values are computed then), hence a module imported first.
 writeFileSync(join(out, 'numbers.js'), `import $protobuf from 'protobufjs/minimal.js';\n$protobuf.util.Long = undefined;\n$protobuf.configure();\n`);
-// The protobufjs runtime too: the node reads and writes a few hot-path messages field by
-// field (carrying a client's encoded Message through unchanged) with the same Reader/Writer.
+// The protobufjs Reader too: the node reads a few hot-path messages field by field (to carry
+// a client's encoded Message through unchanged).
 writeFileSync(
   join(out, 'index.js'),
-  `import './numbers.js';\nimport $protobuf from 'protobufjs/minimal.js';\nexport { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport const Reader = $protobuf.Reader;\nexport const Writer = $protobuf.Writer;\n`,
+  `import './numbers.js';\nimport $protobuf from 'protobufjs/minimal.js';\nexport { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport const Reader = $protobuf.Reader;\n`,
 );
 writeFileSync(
   join(out, 'index.d.ts'),
-  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader, Writer } from 'protobufjs/minimal.js';\n`,
+  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from 'protobufjs/minimal.js';\n`,
 );
 console.log(`generated ${services.length} services from ${files.length} proto files`);

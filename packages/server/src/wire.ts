@@ -1,5 +1,5 @@
 /**
- * The hot-path encodings, written field by field with protobufjs's Reader and Writer so that
+ * The hot-path encodings, read with protobufjs's Reader and written field by field, so that
  * a published message's bytes travel from the client into the log, the followers and the
  * snapshots without being decoded and encoded again:
  *
@@ -12,7 +12,7 @@
  * The bytes are the same protobuf the generated code reads and writes: an embedded message
  * and a `bytes` field are the same on the wire.
  */
-import { Reader, Writer, quorumq } from '@quorumq/proto';
+import { Reader, quorumq } from '@quorumq/proto';
 import type { Command } from '@quorumq/queue';
 
 import pb = quorumq.v1;
@@ -251,26 +251,110 @@ const RESPONSE_DELIVERIES = tag(4, WIRE_LENGTH_DELIMITED);
 const BATCH_DELIVERY = tag(1, WIRE_LENGTH_DELIMITED);
 const DELIVERY_MESSAGE = tag(8, WIRE_LENGTH_DELIMITED);
 
-function writeDelivery(writer: ReturnType<typeof Writer.create>, delivery: OutgoingDelivery): void {
-  writer.fork();
-  pb.Delivery.encode(delivery, writer);
-  if (delivery.encodedMessage !== undefined && delivery.message == null) writer.uint32(DELIVERY_MESSAGE).bytes(delivery.encodedMessage);
-  writer.ldelim();
+const DELIVERY_QUEUE = tag(1, WIRE_LENGTH_DELIMITED);
+const DELIVERY_CONSUMER_TAG = tag(2, WIRE_LENGTH_DELIMITED);
+const DELIVERY_TAG = tag(3, WIRE_VARINT);
+const DELIVERY_COUNT = tag(4, WIRE_VARINT);
+const DELIVERY_REDELIVERED = tag(5, WIRE_VARINT);
+const DELIVERY_EXCHANGE = tag(6, WIRE_LENGTH_DELIMITED);
+const DELIVERY_ROUTING_KEY = tag(7, WIRE_LENGTH_DELIMITED);
+
+/** Bytes of a proto3 string field (0 for the empty string, which is not written). */
+function stringField(text: string | null | undefined): number {
+  if (text == null || text === '') return 0;
+  const length = Buffer.byteLength(text, 'utf8');
+  return 1 + varintBytes(length) + length;
 }
 
-/** grpc-js serializer of Consume's responses. */
-export function encodeConsumeResponse(response: pb.ConsumeResponse.$Properties): Buffer {
-  let bytes: Uint8Array;
-  if (response.deliveries != null) {
-    const writer = Writer.create().uint32(RESPONSE_DELIVERIES).fork();
-    for (const delivery of response.deliveries.deliveries ?? []) writeDelivery(writer.uint32(BATCH_DELIVERY), delivery);
-    bytes = writer.ldelim().finish();
-  } else if (response.delivery != null) {
-    const writer = Writer.create().uint32(RESPONSE_DELIVERY);
-    writeDelivery(writer, response.delivery);
-    bytes = writer.finish();
-  } else {
-    bytes = pb.ConsumeResponse.encode(response).finish();
+const varintField = (value: number | null | undefined): number => (value == null || value === 0 ? 0 : 1 + varintBytes(value));
+
+/** Writes a proto3 string field (nothing for the empty string). */
+export function writeStringField(out: Buffer, at: number, fieldTag: number, text: string | null | undefined): number {
+  if (text == null || text === '') return at;
+  out[at++] = fieldTag;
+  const length = Buffer.byteLength(text, 'utf8');
+  at = writeVarint(out, at, length);
+  return at + out.write(text, at, length, 'utf8');
+}
+
+function writeVarintField(out: Buffer, at: number, fieldTag: number, value: number | null | undefined): number {
+  if (value == null || value === 0) return at;
+  out[at++] = fieldTag;
+  return writeVarint(out, at, value);
+}
+
+/** A delivery's size, and its bytes when it is not written field by field (a decoded message). */
+function sizeDelivery(delivery: OutgoingDelivery): { size: number; bytes: Uint8Array | null } {
+  if (delivery.encodedMessage === undefined || delivery.message != null) {
+    const bytes = pb.Delivery.encode(delivery).finish();
+    return { size: bytes.byteLength, bytes };
   }
-  return asBuffer(bytes);
+  let size =
+    stringField(delivery.queue) +
+    stringField(delivery.consumerTag) +
+    varintField(delivery.deliveryTag) +
+    varintField(delivery.deliveryCount) +
+    (delivery.redelivered === true ? 2 : 0) +
+    stringField(delivery.exchange) +
+    1 +
+    varintBytes(delivery.encodedMessage.byteLength) +
+    delivery.encodedMessage.byteLength;
+  for (const key of delivery.routingKeys ?? []) size += 1 + varintBytes(Buffer.byteLength(key, 'utf8')) + Buffer.byteLength(key, 'utf8');
+  return { size, bytes: null };
+}
+
+function writeDeliveryAt(out: Buffer, at: number, delivery: OutgoingDelivery, size: number, bytes: Uint8Array | null): number {
+  at = writeVarint(out, at, size);
+  if (bytes !== null) {
+    out.set(bytes, at);
+    return at + bytes.byteLength;
+  }
+  at = writeStringField(out, at, DELIVERY_QUEUE, delivery.queue);
+  at = writeStringField(out, at, DELIVERY_CONSUMER_TAG, delivery.consumerTag);
+  at = writeVarintField(out, at, DELIVERY_TAG, delivery.deliveryTag);
+  at = writeVarintField(out, at, DELIVERY_COUNT, delivery.deliveryCount);
+  if (delivery.redelivered === true) {
+    out[at++] = DELIVERY_REDELIVERED;
+    out[at++] = 1;
+  }
+  at = writeStringField(out, at, DELIVERY_EXCHANGE, delivery.exchange);
+  for (const key of delivery.routingKeys ?? []) {
+    // Every routing key is written, the empty one too (a repeated field keeps its elements).
+    out[at++] = DELIVERY_ROUTING_KEY;
+    const length = Buffer.byteLength(key, 'utf8');
+    at = writeVarint(out, at, length);
+    at += out.write(key, at, length, 'utf8');
+  }
+  const message = delivery.encodedMessage!;
+  out[at++] = DELIVERY_MESSAGE;
+  at = writeVarint(out, at, message.byteLength);
+  out.set(message, at);
+  return at + message.byteLength;
+}
+
+/**
+ * grpc-js serializer of Consume's responses: deliveries are sized and written field by field
+ * into one buffer, their stored message bytes copied in once.
+ */
+export function encodeConsumeResponse(response: pb.ConsumeResponse.$Properties): Buffer {
+  const batch = response.deliveries != null ? (response.deliveries.deliveries ?? []) : response.delivery != null ? [response.delivery] : null;
+  if (batch === null) return asBuffer(pb.ConsumeResponse.encode(response).finish());
+  const sized = batch.map(sizeDelivery);
+  let inner = 0;
+  for (const { size } of sized) inner += response.deliveries != null ? 1 + varintBytes(size) + size : varintBytes(size) + size;
+  const out = Buffer.allocUnsafe(1 + (response.deliveries != null ? varintBytes(inner) : 0) + inner);
+  let at = 0;
+  if (response.deliveries != null) {
+    out[at++] = RESPONSE_DELIVERIES;
+    at = writeVarint(out, at, inner);
+    for (let i = 0; i < batch.length; i++) {
+      out[at++] = BATCH_DELIVERY;
+      at = writeDeliveryAt(out, at, batch[i]!, sized[i]!.size, sized[i]!.bytes);
+    }
+  } else {
+    out[at++] = RESPONSE_DELIVERY;
+    at = writeDeliveryAt(out, at, batch[0]!, sized[0]!.size, sized[0]!.bytes);
+  }
+  if (at !== out.byteLength) throw new Error(`consume response encoded to ${at} bytes, sized ${out.byteLength}`);
+  return out;
 }

@@ -166,6 +166,21 @@ describe('consume responses', () => {
     expect(b?.message?.headers?.['x-first-death-reason']?.stringValue).toBe('rejected');
   });
 
+  it('is byte for byte what the generated code writes, with or without optional fields', () => {
+    const variants = [
+      fields,
+      { ...fields, deliveryTag: 0, deliveryCount: 0, redelivered: true, exchange: '', routingKeys: ['', 'ключ'] },
+      { ...fields, queue: 'очередь', consumerTag: '', deliveryTag: 2 ** 50, routingKeys: [] },
+    ];
+    for (const variant of variants) {
+      const ours = encodeConsumeResponse({ deliveries: { deliveries: [{ ...variant, encodedMessage } as pb.Delivery.$Properties] } });
+      const theirs = pb.ConsumeResponse.encode({ deliveries: { deliveries: [{ ...variant, message }] } }).finish();
+      expect(ours).toEqual(Buffer.from(theirs));
+      const single = encodeConsumeResponse({ delivery: { ...variant, encodedMessage } as pb.Delivery.$Properties });
+      expect(single).toEqual(Buffer.from(pb.ConsumeResponse.encode({ delivery: { ...variant, message } }).finish()));
+    }
+  });
+
   it('other responses encode as the generated code does', () => {
     const subscribed = { subscribed: { consumerTag: 'c1', queue: 'q', leader: 'n2' } };
     expect(encodeConsumeResponse(subscribed)).toEqual(Buffer.from(pb.ConsumeResponse.encode(subscribed).finish()));
