@@ -5,6 +5,7 @@ import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { toPublishResult, type PublishResult } from './results.js';
 import { shouldFailover, type Transport } from './transport.js';
 import { wireNumber } from './longs.js';
+import { encodeMessageBytes, encodePublishBatch, type OutgoingPublish } from './wire.js';
 
 export interface PublisherOptions {
   /** Publishes awaiting their outcome at most; `publish` waits for room beyond. Default 256. */
@@ -33,6 +34,8 @@ export interface PublisherPublishOptions extends Omit<PublishOptions, 'producerI
 interface Pending {
   readonly id: number;
   readonly request: quorumq.v1.PublishRequest.$Properties;
+  /** What goes on the wire (the message encoded once). */
+  readonly wire: OutgoingPublish;
   readonly resolve: (result: PublishResult) => void;
   readonly reject: (error: QuorumqError) => void;
   /** The stream generation it was last written on (0: not yet). */
@@ -41,7 +44,7 @@ interface Pending {
   resent: boolean;
 }
 
-type PublishCall = ClientDuplexStream<quorumq.v1.PublishBatch.$Properties, quorumq.v1.PublishOutcomes>;
+type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], quorumq.v1.PublishOutcomes>;
 
 /**
  * Publishes over one `PublishStream`, with up to `maxInFlight` outcomes outstanding.
@@ -65,7 +68,7 @@ export class Publisher {
   private nextId = 1;
   private nextSequence: number;
   private call: PublishCall | undefined;
-  private outbox: quorumq.v1.PublishRequest.$Properties[] = [];
+  private outbox: OutgoingPublish[] = [];
   private address = '';
   private generation = 0;
   private failures = 0;
@@ -107,7 +110,15 @@ export class Publisher {
         full.producerId = this.producerId;
         full.sequence = this.nextSequence++;
       }
-      const entry: Pending = { id, request: full, resolve, reject, sentOn: 0, resent: false };
+      const wire: OutgoingPublish = {
+        publishId: id,
+        exchange: full.exchange ?? '',
+        mandatory: full.mandatory ?? false,
+        producerId: full.producerId ?? undefined,
+        sequence: full.sequence == null ? undefined : wireNumber(full.sequence),
+        message: encodeMessageBytes(full.message ?? {}),
+      };
+      const entry: Pending = { id, request: full, wire, resolve, reject, sentOn: 0, resent: false };
       this.pending.set(id, entry);
       if (this.call !== undefined) this.write(entry);
       else if (this.reconnectTimer === undefined) this.open();
@@ -192,13 +203,13 @@ export class Publisher {
     if (entry.sentOn !== 0 && entry.sentOn !== this.generation) entry.resent = true;
     entry.sentOn = this.generation;
     if (this.outbox.length === 0) setImmediate(() => this.flushOutbox());
-    this.outbox.push(entry.request);
+    this.outbox.push(entry.wire);
   }
 
   private flushOutbox(): void {
     const publishes = this.outbox;
     this.outbox = [];
-    if (publishes.length > 0 && this.call !== undefined) this.call.write({ publishes });
+    if (publishes.length > 0 && this.call !== undefined) this.call.write(publishes);
   }
 
   private open(): void {
@@ -210,7 +221,8 @@ export class Publisher {
       address = this.preferred ?? this.leaderOfFirstPending() ?? this.transport.currentAddress();
       this.preferred = undefined;
       const method = BrokerService.publishStream;
-      call = this.transport.client(address).makeBidiStreamRequest(method.path, method.requestSerialize, method.responseDeserialize);
+      // Batches are written by hand (wire.ts): each message was encoded once, at publish.
+      call = this.transport.client(address).makeBidiStreamRequest(method.path, encodePublishBatch, method.responseDeserialize);
     } catch (error) {
       this.failAll(toQuorumqError(error));
       return;

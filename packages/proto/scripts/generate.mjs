@@ -78,13 +78,13 @@ writeFileSync(join(out, 'services.d.ts'), dts);
 // classes (their default values are computed then), hence a module imported first.
 writeFileSync(join(out, 'numbers.js'), `import $protobuf from 'protobufjs/minimal.js';\n$protobuf.util.Long = undefined;\n$protobuf.configure();\n`);
 // The protobufjs Reader too: the node reads a few hot-path messages field by field (to carry
-// a client's encoded Message through unchanged).
+// a client's encoded Message through unchanged); fields.js (hand-written) writes them.
 writeFileSync(
   join(out, 'index.js'),
-  `import './numbers.js';\nimport $protobuf from 'protobufjs/minimal.js';\nexport { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport const Reader = $protobuf.Reader;\n`,
+  `import './numbers.js';\nimport $protobuf from 'protobufjs/minimal.js';\nexport { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport const Reader = $protobuf.Reader;\nexport * from '../fields.js';\n`,
 );
 writeFileSync(
   join(out, 'index.d.ts'),
-  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from 'protobufjs/minimal.js';\n`,
+  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from 'protobufjs/minimal.js';\nexport * from '../fields.js';\n`,
 );
 console.log(`generated ${services.length} services from ${files.length} proto files`);

@@ -2,10 +2,8 @@
  * The Raft core's messages on the wire (proto/quorumq/v1/raft.proto), one RaftBatch per
  * peer per event-loop turn.
  */
-import { quorumq } from '@quorumq/proto';
+import { bytesFieldBytes, quorumq, stringFieldBytes, varintBytes, writeStringField, writeVarint } from '@quorumq/proto';
 import type { ClusterConfig, Entry, Message, SnapshotMeta } from '@quorumq/raft';
-
-import { varintBytes, writeVarint } from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -193,8 +191,7 @@ const ENTRY_TERM = 0x10;
 const ENTRY_TYPE = 0x18;
 const ENTRY_DATA = 0x22;
 
-const strBytes = (text: string): number => Buffer.byteLength(text, 'utf8');
-const fieldBytes = (length: number): number => 1 + varintBytes(length) + length;
+const fieldBytes = bytesFieldBytes;
 
 function entryBytes(entry: Entry): number {
   const data = entry.data.byteLength === 0 ? 0 : fieldBytes(entry.data.byteLength);
@@ -220,9 +217,9 @@ export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
       for (const entry of message.entries) append += fieldBytes(entryBytes(entry));
       appendSizes[i] = append;
       size =
-        fieldBytes(strBytes(groupId)) +
-        fieldBytes(strBytes(message.from)) +
-        fieldBytes(strBytes(message.to)) +
+        stringFieldBytes(groupId) +
+        stringFieldBytes(message.from) +
+        stringFieldBytes(message.to) +
         1 +
         varintBytes(message.term) +
         fieldBytes(append);
@@ -253,17 +250,10 @@ export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
   return out;
 }
 
-function writeString(out: Buffer, at: number, tag: number, text: string): number {
-  out[at++] = tag;
-  const length = strBytes(text);
-  at = writeVarint(out, at, length);
-  return at + out.write(text, at, length, 'utf8');
-}
-
 function writeAppend(out: Buffer, at: number, groupId: string, message: Append, appendSize: number): number {
-  at = writeString(out, at, MESSAGE_GROUP, groupId);
-  at = writeString(out, at, MESSAGE_FROM, message.from);
-  at = writeString(out, at, MESSAGE_TO, message.to);
+  at = writeStringField(out, at, MESSAGE_GROUP, groupId);
+  at = writeStringField(out, at, MESSAGE_FROM, message.from);
+  at = writeStringField(out, at, MESSAGE_TO, message.to);
   out[at++] = MESSAGE_TERM;
   at = writeVarint(out, at, message.term);
   out[at++] = MESSAGE_APPEND;

@@ -12,7 +12,7 @@
  * The bytes are the same protobuf the generated code reads and writes: an embedded message
  * and a `bytes` field are the same on the wire.
  */
-import { Reader, quorumq } from '@quorumq/proto';
+import { Reader, quorumq, stringFieldBytes, varintBytes, varintFieldBytes, writeStringField, writeVarint, writeVarintField } from '@quorumq/proto';
 import type { Command } from '@quorumq/queue';
 
 import pb = quorumq.v1;
@@ -32,25 +32,6 @@ const STORED_ID = tag(1, WIRE_VARINT);
 const STORED_MESSAGE = tag(2, WIRE_LENGTH_DELIMITED);
 const BATCH_PUBLISH = tag(1, WIRE_LENGTH_DELIMITED);
 const PUBLISH_MESSAGE = tag(3, WIRE_LENGTH_DELIMITED);
-
-/** Bytes of `value` (a safe non-negative integer) as a protobuf varint. */
-export function varintBytes(value: number): number {
-  let n = 1;
-  while (value >= 0x80) {
-    value = Math.floor(value / 128);
-    n += 1;
-  }
-  return n;
-}
-
-export function writeVarint(buf: Buffer, at: number, value: number): number {
-  while (value >= 0x80) {
-    buf[at++] = (value & 0x7f) | 0x80;
-    value = Math.floor(value / 128);
-  }
-  buf[at++] = value;
-  return at;
-}
 
 const asBuffer = (bytes: Uint8Array): Buffer =>
   Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -259,30 +240,6 @@ const DELIVERY_REDELIVERED = tag(5, WIRE_VARINT);
 const DELIVERY_EXCHANGE = tag(6, WIRE_LENGTH_DELIMITED);
 const DELIVERY_ROUTING_KEY = tag(7, WIRE_LENGTH_DELIMITED);
 
-/** Bytes of a proto3 string field (0 for the empty string, which is not written). */
-function stringField(text: string | null | undefined): number {
-  if (text == null || text === '') return 0;
-  const length = Buffer.byteLength(text, 'utf8');
-  return 1 + varintBytes(length) + length;
-}
-
-const varintField = (value: number | null | undefined): number => (value == null || value === 0 ? 0 : 1 + varintBytes(value));
-
-/** Writes a proto3 string field (nothing for the empty string). */
-export function writeStringField(out: Buffer, at: number, fieldTag: number, text: string | null | undefined): number {
-  if (text == null || text === '') return at;
-  out[at++] = fieldTag;
-  const length = Buffer.byteLength(text, 'utf8');
-  at = writeVarint(out, at, length);
-  return at + out.write(text, at, length, 'utf8');
-}
-
-function writeVarintField(out: Buffer, at: number, fieldTag: number, value: number | null | undefined): number {
-  if (value == null || value === 0) return at;
-  out[at++] = fieldTag;
-  return writeVarint(out, at, value);
-}
-
 /** A delivery's size, and its bytes when it is not written field by field (a decoded message). */
 function sizeDelivery(delivery: OutgoingDelivery): { size: number; bytes: Uint8Array | null } {
   if (delivery.encodedMessage === undefined || delivery.message != null) {
@@ -290,12 +247,12 @@ function sizeDelivery(delivery: OutgoingDelivery): { size: number; bytes: Uint8A
     return { size: bytes.byteLength, bytes };
   }
   let size =
-    stringField(delivery.queue) +
-    stringField(delivery.consumerTag) +
-    varintField(delivery.deliveryTag) +
-    varintField(delivery.deliveryCount) +
+    stringFieldBytes(delivery.queue) +
+    stringFieldBytes(delivery.consumerTag) +
+    varintFieldBytes(delivery.deliveryTag) +
+    varintFieldBytes(delivery.deliveryCount) +
     (delivery.redelivered === true ? 2 : 0) +
-    stringField(delivery.exchange) +
+    stringFieldBytes(delivery.exchange) +
     1 +
     varintBytes(delivery.encodedMessage.byteLength) +
     delivery.encodedMessage.byteLength;
