@@ -1,0 +1,91 @@
+import { MemoryKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
+import type { Entry, Message } from '@quorumq/raft';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { BrokerError } from '../src/errors.js';
+import { RaftGroup, type GroupMachine } from '../src/raft-group.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+class Echo implements GroupMachine<string> {
+  apply(entry: Entry): string {
+    return Buffer.from(entry.data).toString();
+  }
+  snapshot(): Uint8Array {
+    return new Uint8Array(0);
+  }
+  restore(): void {}
+}
+
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** n1 of a three-voter group whose peers vote for it and then never answer an append. */
+async function leaderWithoutQuorum(): Promise<RaftGroup<string>> {
+  const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
+  dirs.push(dir);
+  const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
+  let group: RaftGroup<string> | null = null;
+  const send = (_groupId: string, messages: readonly Message[]): void => {
+    for (const m of messages) {
+      if (m.type === 'preVote' || m.type === 'vote') {
+        const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
+        setImmediate(() => group?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
+      }
+    }
+  };
+  group = new RaftGroup<string>({
+    groupId: 'g',
+    nodeId: 'n1',
+    storage,
+    machine: new Echo(),
+    initialVoters: ['n1', 'n2', 'n3'],
+    send,
+    onFatal: (error) => {
+      throw error;
+    },
+    electionTicks: 10,
+    heartbeatTicks: 1,
+  });
+  for (let i = 0; i < 200 && !group.isLeader; i++) {
+    group.tick();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  expect(group.isLeader).toBe(true);
+  return group;
+}
+
+describe('a proposal with a deadline', () => {
+  it('fails as OUTCOME_UNKNOWN on the first tick after its deadline, and not before', async () => {
+    const group = await leaderWithoutQuorum();
+    const now = Date.now();
+    const outcome = group.propose(Buffer.from('x'), now + 1000, 'queue "q"').then(
+      () => 'committed',
+      (error: unknown) => error,
+    );
+    const noDeadline = group.propose(Buffer.from('y')).then(
+      () => 'committed',
+      () => 'failed',
+    );
+    group.tick(now + 999);
+    await turn();
+    let settled: unknown = null;
+    void outcome.then((value) => (settled = value));
+    await turn();
+    expect(settled).toBeNull();
+    group.tick(now + 1000);
+    const error = await outcome;
+    expect(error).toBeInstanceOf(BrokerError);
+    expect((error as BrokerError).reason).toBe('OUTCOME_UNKNOWN');
+    expect((error as BrokerError).message).toMatch(/queue "q" did not commit within the request timeout/);
+    // Without a deadline it still waits (for a quorum, or for the group to stop).
+    group.tick(now + 10 * 60_000);
+    group.stop('test over');
+    expect(await noDeadline).toBe('failed');
+  });
+});
