@@ -39,6 +39,9 @@ const asBuffer = (bytes: Uint8Array): Buffer =>
 // ------------------------------------------------------------------------------------
 // Queue entries
 
+/** Commands of the entries this node encoded: applying its own proposals parses no JSON. */
+const encodedCommands = new WeakMap<Uint8Array, Command>();
+
 /**
  * Encodes a queue entry: the clock prefix, then `QueueEntry { command (JSON), message }`.
  * `message` is either an encoded Message (carried as is) or one to encode.
@@ -65,6 +68,7 @@ export function encodeQueueEntry(command: Command, message: pb.Message.$Properti
     at = writeVarint(out, at, body.byteLength);
     out.set(body, at);
   }
+  encodedCommands.set(out, command);
   return out;
 }
 
@@ -86,14 +90,18 @@ export function decodeQueueEntry(data: Uint8Array): DecodedQueueEntry {
   const buf = asBuffer(data);
   const now = buf.readDoubleLE(0);
   const reader = Reader.create(buf.subarray(ENTRY_CLOCK_BYTES));
+  const known = encodedCommands.get(data);
   let command: string | null = null;
   let message: Uint8Array | null = null;
   while (reader.pos < reader.len) {
     const t = reader.uint32();
-    if (t === QUEUE_ENTRY_COMMAND) command = reader.string();
-    else if (t === QUEUE_ENTRY_MESSAGE) message = reader.bytes();
+    if (t === QUEUE_ENTRY_COMMAND) {
+      if (known === undefined) command = reader.string();
+      else reader.skipType(WIRE_LENGTH_DELIMITED);
+    } else if (t === QUEUE_ENTRY_MESSAGE) message = reader.bytes();
     else reader.skipType(t & 7);
   }
+  if (known !== undefined) return { now, command: known, message };
   if (command === null) throw new Error('queue entry without a command');
   return { now, command: JSON.parse(command) as Command, message };
 }
