@@ -11,12 +11,17 @@
 import { freePort, LocalCluster, type LocalClusterOptions, type LocalNode, type UnexpectedExit } from '@quorumq/cli';
 
 import { PairProxy } from './proxy.js';
+import type { ClientTuning, NemesisCluster } from './target.js';
 
 export type ChaosNode = LocalNode;
 export type { UnexpectedExit };
 export type ChaosClusterOptions = Omit<LocalClusterOptions, 'peersOf' | 'rootPrefix'>;
 
-export class ChaosCluster {
+export class ChaosCluster implements NemesisCluster {
+  readonly kind = 'process' as const;
+  /** Every node's reported addresses are the proxies, which the runner reaches: leader routing works. */
+  readonly clientTuning: ClientTuning = {};
+
   private constructor(
     readonly local: LocalCluster,
     /** Key `${from}>${to}`. */
@@ -69,6 +74,16 @@ export class ChaosCluster {
     return this.local.isRunning(id);
   }
 
+  addressOf(id: string): string {
+    return this.local.node(id).address;
+  }
+
+  /** Running and not paused (a partition does not cut the runner off: it reaches the node directly). */
+  answering(id: string): boolean {
+    const node = this.local.node(id);
+    return node.process !== null && !node.paused;
+  }
+
   /** The QUORUMQ_PEERS of one node: itself directly, every other node through its proxy. */
   peersOf(id: string): string {
     return this.local.nodes
@@ -78,6 +93,10 @@ export class ChaosCluster {
 
   startNode(id: string): void {
     this.local.startNode(id);
+  }
+
+  start(id: string): void {
+    if (!this.isRunning(id)) this.local.startNode(id);
   }
 
   kill(id: string): Promise<void> {
@@ -100,8 +119,15 @@ export class ChaosCluster {
     return this.local.restart(id, timeoutMs);
   }
 
-  waitHealthy(ids?: string[], timeoutMs = 60_000): Promise<void> {
-    return this.local.waitHealthy(ids, timeoutMs);
+  waitHealthy(ids?: readonly string[], timeoutMs = 60_000): Promise<void> {
+    return this.local.waitHealthy(ids === undefined ? undefined : [...ids], timeoutMs);
+  }
+
+  async healAll(timeoutMs: number): Promise<void> {
+    this.heal();
+    for (const node of this.nodes) if (node.paused) this.resume(node.id);
+    for (const node of this.nodes) if (node.process === null) this.startNode(node.id);
+    await this.waitHealthy(this.ids, timeoutMs);
   }
 
   /**
@@ -136,6 +162,10 @@ export class ChaosCluster {
 
   proxyStats(): Record<string, { accepted: number; refused: number; cut: number }> {
     return Object.fromEntries([...this.proxies].map(([key, proxy]) => [key, { ...proxy.stats }]));
+  }
+
+  stats(): Record<string, unknown> {
+    return { proxies: this.proxyStats() };
   }
 
   async close(): Promise<void> {

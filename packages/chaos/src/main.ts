@@ -1,12 +1,18 @@
 #!/usr/bin/env node
 /**
- * `npm run chaos -- [options]`: one chaos run against a three-node process cluster. Prints
- * the schedule, a one-line summary and, on failure, the seed that replays the schedule;
- * writes the JSON report. Exit code 1 when a confirmed value was lost or an unexpected one
- * consumed.
+ * `npm run chaos -- [options]`: one chaos run against a three-node process cluster, or with
+ * `--compose` against the docker-compose cluster (cluster/compose-chaos.sh builds and starts
+ * it, runs this program again with `--compose-project`, and tears it down). Prints the
+ * schedule, a one-line summary and, on failure, the seed that replays the schedule; writes
+ * the JSON report. Exit code 1 when a confirmed value was lost or an unexpected one consumed.
  */
+import { spawn } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
 import { Command, InvalidArgumentError } from 'commander';
 
+import { composeConflicts } from './compose-cluster.js';
 import { runLeaderKillRounds } from './rounds.js';
 import { DEFAULT_FAULTS, runChaos, summaryLine } from './runner.js';
 import { FAULT_KINDS, parseFaults } from './schedule.js';
@@ -30,8 +36,10 @@ const program = new Command('chaos')
   .option('--leader-kill-rounds <n>', 'instead of the schedule: up to n rounds of kill -9 of a queue leader under a fast publisher, stopping at the first loss', integer('--leader-kill-rounds', 1))
   .option('--isolate-before-kill <ms>', 'with --leader-kill-rounds: cut the leader off from its followers this long before each kill', integer('--isolate-before-kill', 0), 0)
   .option('--keep-publishers', 'never replace a producer-id publisher that gave up (by default it is replaced, which starts a new sequence range)')
-  .option('--compose', 'run against the docker-compose cluster instead of local processes')
-  .option('--node-output', "forward the nodes' output to stderr");
+  .option('--compose', 'run against the docker-compose cluster instead of local processes (builds, starts and removes it: cluster/compose-chaos.sh)')
+  .option('--compose-project <name>', 'run against the containers of this running docker-compose project (nothing is built, started or removed)')
+  .option('--node-output', "forward the nodes' output to stderr")
+  .option('--require-all-faults', 'exit 2 unless every kind in --faults was injected at least once and every fault recovered (for CI)');
 
 program.parse();
 const opts = program.opts<{
@@ -44,17 +52,27 @@ const opts = program.opts<{
   leaderKillRounds?: number;
   isolateBeforeKill: number;
   compose?: boolean;
+  composeProject?: string;
   keepPublishers?: boolean;
   nodeOutput?: boolean;
+  requireAllFaults?: boolean;
 }>();
 
 async function main(): Promise<number> {
-  if (opts.compose) {
-    console.log(
-      'chaos --compose: not run: partitions need per-pair proxies between the nodes, which the compose network does not have, and the compose nodes advertise n1:7001..n3:7001, which do not resolve from the host; run without --compose (local process cluster).',
-    );
-    return 0;
+  if (opts.compose || opts.composeProject !== undefined) {
+    const conflicts = composeConflicts(opts);
+    if (opts.compose && opts.composeProject !== undefined) conflicts.push('--compose starts its own project; --compose-project attaches to a running one: use one of them');
+    for (const c of conflicts) console.error(`chaos: not with the compose cluster: ${c}`);
+    if (conflicts.length > 0) return 2;
   }
+  let faults;
+  try {
+    faults = parseFaults(opts.faults);
+  } catch (error) {
+    console.error(`chaos: ${error instanceof Error ? error.message : String(error)}`);
+    return 2;
+  }
+  if (opts.compose) return composeScript(process.argv.slice(2).filter((a) => a !== '--compose'));
   const env: Record<string, string> = opts.brokenBuild ? { QUORUMQ_TEST_ONLY_CONFIRM_BEFORE_COMMIT: '1' } : {};
   if (opts.leaderKillRounds !== undefined) {
     const report = await runLeaderKillRounds({ rounds: opts.leaderKillRounds, env, isolateBeforeKillMs: opts.isolateBeforeKill, ...(opts.seed !== undefined ? { seed: opts.seed } : {}) });
@@ -65,13 +83,6 @@ async function main(): Promise<number> {
     );
     return c.lost > 0 || c.unexpected > 0 ? 1 : 0;
   }
-  let faults;
-  try {
-    faults = parseFaults(opts.faults);
-  } catch (error) {
-    console.error(`chaos: ${error instanceof Error ? error.message : String(error)}`);
-    return 2;
-  }
   const report = await runChaos({
     durationS: opts.duration,
     faults,
@@ -81,6 +92,7 @@ async function main(): Promise<number> {
     ...(opts.report !== undefined ? { report: opts.report } : {}),
     ...(opts.nodeOutput ? { inheritOutput: true } : {}),
     ...(opts.keepPublishers ? { replacePublishers: false } : {}),
+    ...(opts.composeProject !== undefined ? { composeProject: opts.composeProject } : {}),
   });
   console.log(summaryLine(report));
   if (!report.drainVerified) {
@@ -94,7 +106,40 @@ async function main(): Promise<number> {
   } else if (report.counts.dedupViolations > 0) {
     console.log(`chaos: producer dedup violated for ${report.counts.dedupViolations} values (replay: ${report.replay}): ${report.counts.examples.dedupViolations.join(' ')}`);
   }
+  if (report.ok && opts.requireAllFaults && (report.kindsMissing.length > 0 || report.faultsSurvived < report.faultsInjected)) {
+    const missing = report.kindsMissing.length > 0 ? `never injected (the duration ended first): ${report.kindsMissing.join(', ')}` : '';
+    const unrecovered = report.faults.filter((f) => !f.survived).map((f) => f.description);
+    console.log(`chaos INCOMPLETE (--require-all-faults): ${[missing, unrecovered.length > 0 ? `not recovered: ${unrecovered.join('; ')}` : ''].filter((x) => x !== '').join('; ')}`);
+    return 2;
+  }
   return report.ok ? 0 : 1;
+}
+
+/**
+ * Runs cluster/compose-chaos.sh with the other options, in its own process group, and passes
+ * SIGINT / SIGTERM / SIGHUP on to that whole group: the runner inside stops and the script's
+ * trap tears the compose project down. Resolves with the script's exit status.
+ */
+function composeScript(args: string[]): Promise<number> {
+  const script = resolve(dirname(fileURLToPath(import.meta.url)), '../../../cluster/compose-chaos.sh');
+  const child = spawn('bash', [script, ...args], { stdio: 'inherit', detached: true });
+  const forward = (signal: NodeJS.Signals) => () => {
+    if (child.pid !== undefined) {
+      try {
+        process.kill(-child.pid, signal);
+      } catch {
+        // already gone
+      }
+    }
+  };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, forward(signal));
+  return new Promise((resolveStatus) => {
+    child.on('error', (error) => {
+      console.error(`chaos: could not run ${script}: ${error.message}`);
+      resolveStatus(2);
+    });
+    child.on('exit', (code, signal) => resolveStatus(code ?? (signal !== null ? 128 + 15 : 2)));
+  });
 }
 
 main().then(

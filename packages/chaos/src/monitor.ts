@@ -5,7 +5,7 @@
  */
 import { connect, type QuorumqClient } from '@quorumq/client';
 
-import type { ChaosCluster } from './cluster.js';
+import type { NemesisCluster } from './target.js';
 import { sleep } from './workload.js';
 
 export interface LeaderView {
@@ -23,19 +23,19 @@ export class LeaderMonitor {
   private readonly current = new Map<string, LeaderView>();
 
   constructor(
-    private readonly cluster: ChaosCluster,
+    private readonly cluster: NemesisCluster,
     private readonly onChange: (queue: string, view: LeaderView | null) => void,
   ) {
-    for (const node of cluster.nodes) {
-      this.clients.set(node.id, connect({ nodes: [node.address], callTimeoutMs: 400, failoverTimeoutMs: 300, leaderRouting: false }));
+    for (const id of cluster.ids) {
+      this.clients.set(id, connect({ nodes: [cluster.addressOf(id)], callTimeoutMs: 400, failoverTimeoutMs: 300, leaderRouting: false }));
     }
   }
 
   /** One round of questions; queues with no self-reported leader are absent. */
   async probe(): Promise<Map<string, LeaderView>> {
     const views = new Map<string, LeaderView>();
-    const live = this.cluster.nodes.filter((n) => n.process !== null && !n.paused);
-    const answers = await Promise.all(live.map((n) => (this.clients.get(n.id) as QuorumqClient).clusterStatus().catch(() => null)));
+    const live = this.cluster.ids.filter((id) => this.cluster.answering(id));
+    const answers = await Promise.all(live.map((id) => (this.clients.get(id) as QuorumqClient).clusterStatus().catch(() => null)));
     for (const status of answers) {
       if (status === null) continue;
       for (const q of Object.values(status.queues)) {
@@ -76,6 +76,26 @@ export class LeaderMonitor {
     return null;
   }
 
+  /**
+   * Waits until node `id`, back from a partition, has rejoined: it answers, reports every
+   * node reachable, and for each of `queues` (and the metadata group) names the same leader at
+   * the same term as the cluster's current view, which it can only learn from its peers.
+   * ms waited, or null on timeout.
+   */
+  async waitRejoined(id: string, queues: readonly string[], timeoutMs: number): Promise<number | null> {
+    const started = Date.now();
+    while (Date.now() - started < timeoutMs) {
+      // A fresh connection each time: the monitor's own channel to a node that was cut off
+      // from the runner (compose) may sit in its reconnect back-off for seconds.
+      const client = connect({ nodes: [this.cluster.addressOf(id)], callTimeoutMs: 400, failoverTimeoutMs: 300, leaderRouting: false });
+      const [views, own] = await Promise.all([this.probe(), client.clusterStatus().catch(() => null)]);
+      await client.close().catch(() => undefined);
+      if (own !== null && rejoined(own, views, queues)) return Date.now() - started;
+      await sleep(100);
+    }
+    return null;
+  }
+
   start(intervalMs = 250): void {
     this.running = true;
     this.loop = (async () => {
@@ -104,4 +124,28 @@ export class LeaderMonitor {
     await this.loop;
     await Promise.all([...this.clients.values()].map((c) => c.close().catch(() => undefined)));
   }
+}
+
+/** The part of a ClusterStatus that `rejoined` reads. */
+export interface StatusView {
+  readonly node: string;
+  readonly metadataLeader: string;
+  readonly nodes: Readonly<Record<string, { readonly reachable: boolean }>>;
+  readonly queues: Readonly<Record<string, { readonly leader: string; readonly term: number }>>;
+}
+
+/**
+ * Whether a node whose ClusterStatus is `own` agrees with the cluster's leader views: every
+ * node reachable, each queue's leader and term as in `views`, the same metadata leader.
+ */
+export function rejoined(own: StatusView, views: ReadonlyMap<string, LeaderView>, queues: readonly string[]): boolean {
+  const nodes = Object.values(own.nodes);
+  if (nodes.length === 0 || !nodes.every((n) => n.reachable)) return false;
+  for (const queue of queues) {
+    const view = views.get(queue);
+    const mine = own.queues[queue];
+    if (view === undefined || mine === undefined || mine.leader !== view.leader || mine.term !== view.term) return false;
+  }
+  const meta = views.get(META);
+  return meta === undefined || own.metadataLeader === meta.leader;
 }

@@ -1,6 +1,7 @@
 /**
- * One chaos run: a three-node process cluster with per-pair proxies, the topology, the
- * workload, the seeded fault schedule, then heal, drain and the total-queue check.
+ * One chaos run: a three-node cluster (node processes with per-pair proxies, or the
+ * containers of a running docker-compose project), the topology, the workload, the seeded
+ * fault schedule, then heal, drain and the total-queue check.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -9,10 +10,12 @@ import { connect } from '@quorumq/client';
 
 import { check, type CheckResult } from './checker.js';
 import { ChaosCluster } from './cluster.js';
+import { ComposeCluster } from './compose-cluster.js';
 import { History } from './history.js';
 import { LeaderMonitor, type LeaderView } from './monitor.js';
 import { randomSeed } from './prng.js';
 import { FAULT_KINDS, describeFault, makeSchedule, type FaultKind, type ScheduledFault } from './schedule.js';
+import type { ClusterKind, NemesisCluster } from './target.js';
 import {
   ALL_QUEUES,
   ConsumerLoop,
@@ -41,6 +44,11 @@ export interface ChaosOptions {
   readonly inheritOutput?: boolean;
   /** Replace a producer-id publisher that gave up by a new one (new sequence range). Default true. */
   readonly replacePublishers?: boolean;
+  /**
+   * Run against the containers of this running docker-compose project instead of starting
+   * node processes (`env` and `inheritOutput` do not apply: the nodes are compose's).
+   */
+  readonly composeProject?: string;
 }
 
 export interface TimelineEvent {
@@ -69,6 +77,11 @@ export interface FaultRecord {
   readonly healedAt: number;
   /** ms from heal until every queue had a leader again, null if it never did (not survived). */
   readonly recoveryMs: number | null;
+  /**
+   * Partitions: ms from heal until the cut-off node answered and named every queue's current
+   * leader and term (it heard from its peers again); null if it did not (not survived).
+   */
+  readonly rejoinMs?: number | null;
   readonly survived: boolean;
 }
 
@@ -82,6 +95,8 @@ export interface ChaosReport {
   readonly faults: readonly FaultRecord[];
   readonly faultsInjected: number;
   readonly faultsSurvived: number;
+  /** Kinds of `--faults` that were never injected (the duration ended first). */
+  readonly kindsMissing: readonly FaultKind[];
   readonly counts: CheckResult;
   /** false when `ok` is false only because the queues could not be drained: inconclusive. */
   readonly ok: boolean;
@@ -97,7 +112,8 @@ export interface ChaosReport {
   readonly publishers: readonly unknown[];
   readonly consumers: readonly unknown[];
   readonly nodeCrashes: readonly { id: string; t: number; code: number | null; signal: string | null; output: string }[];
-  readonly proxies: Record<string, unknown>;
+  /** Which cluster, and what its nemesis did: proxy counters (process) or docker command times (compose). */
+  readonly cluster: { kind: ClusterKind } & Record<string, unknown>;
   readonly timeline: readonly TimelineEvent[];
   readonly reportFile: string;
 }
@@ -111,8 +127,8 @@ function median(values: number[]): number | null {
   return sorted.length % 2 === 1 ? (sorted[mid] as number) : Math.round(((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2);
 }
 
-export function replayCommand(seed: number, durationS: number, faults: readonly FaultKind[]): string {
-  return `npm run chaos -- --seed ${seed} --duration ${durationS} --faults ${faults.join(',')}`;
+export function replayCommand(seed: number, durationS: number, faults: readonly FaultKind[], compose = false): string {
+  return `npm run chaos -- ${compose ? '--compose ' : ''}--seed ${seed} --duration ${durationS} --faults ${faults.join(',')}`;
 }
 
 export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport> {
@@ -121,12 +137,13 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   const durationMs = durationS * 1000;
   const faults = options.faults ?? DEFAULT_FAULTS;
   const rate = options.rate ?? 50;
-  const env = { QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576', ...options.env };
+  const compose = options.composeProject !== undefined;
+  const env: Record<string, string> = compose ? {} : { QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576', ...options.env };
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const tag = `c${seed}-${Date.now().toString(36)}`;
   const startedAt = new Date().toISOString();
   const reportFile = resolve(options.report ?? `data/chaos/chaos-${seed}-${startedAt.replace(/[:.]/g, '-')}.json`);
-  const replay = replayCommand(seed, durationS, faults);
+  const replay = replayCommand(seed, durationS, faults, compose);
 
   const nodeIds = ['n1', 'n2', 'n3'];
   const leaderQueues = [QUEUES.work, QUEUES.dlxSource, QUEUES.limited];
@@ -135,12 +152,16 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   log(`chaos: schedule (${schedule.length} faults):`);
   for (const f of schedule) log(`  ${describeFault(f)}`);
 
-  const cluster = await ChaosCluster.start({ env, ...(options.inheritOutput ? { inheritOutput: true } : {}) });
+  const cluster: NemesisCluster =
+    options.composeProject !== undefined
+      ? await ComposeCluster.attach({ project: options.composeProject, log })
+      : await ChaosCluster.start({ env, ...(options.inheritOutput ? { inheritOutput: true } : {}) });
+  const tuning = cluster.clientTuning;
   const history = new History(tag);
   const timeline: TimelineEvent[] = [];
   let t0 = Date.now();
   const at = (): number => Date.now() - t0;
-  const admin = connect({ nodes: cluster.addresses, failoverTimeoutMs: 20_000 });
+  const admin = connect({ nodes: [...cluster.addresses], failoverTimeoutMs: 20_000, ...tuning });
   const monitor = new LeaderMonitor(cluster, (queue, view) => timeline.push({ t: at(), type: 'leader', queue, leader: view?.leader ?? null, term: view?.term ?? null }));
   const records: FaultRecord[] = [];
   const elections: LeaderElection[] = [];
@@ -171,9 +192,9 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       { name: 'limited-crash', queue: QUEUES.limited, mode: 'crash', prefetch: 10 },
       { name: 'dlq-ack', queue: QUEUES.dlq, mode: 'ack', prefetch: 50 },
     ];
-    const client = connect({ nodes: cluster.addresses, failoverTimeoutMs: 20_000, callTimeoutMs: 5000 });
+    const client = connect({ nodes: [...cluster.addresses], failoverTimeoutMs: 20_000, callTimeoutMs: 5000, ...tuning });
     for (const spec of publisherSpecs) publishers.push(new PublisherLoop(spec, client, history).start());
-    consumerSpecs.forEach((spec, i) => consumers.push(new ConsumerLoop(spec, cluster.addresses, history, seed * 31 + i).start()));
+    consumerSpecs.forEach((spec, i) => consumers.push(new ConsumerLoop(spec, cluster.addresses, history, seed * 31 + i, tuning).start()));
     timeline.push({ t: at(), type: 'phase', phase: 'workload' });
 
     // The nemesis: the schedule, one fault after another, until the duration is over.
@@ -183,7 +204,8 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       if (at() >= durationMs) break;
       const record = await inject(fault);
       records.push(record);
-      log(`chaos: ${record.description} -> ${record.targets.join(',')}: ${record.survived ? `recovered in ${record.recoveryMs} ms` : 'NOT RECOVERED'}`);
+      const rejoin = record.rejoinMs !== undefined && record.rejoinMs !== null ? `, ${record.targets[0]} rejoined in ${record.rejoinMs} ms` : '';
+      log(`chaos: ${record.description} -> ${record.targets.join(',')}: ${record.survived ? `recovered in ${record.recoveryMs} ms${rejoin}` : 'NOT RECOVERED'}`);
       await sleep(fault.gapMs);
       if (at() >= durationMs) break;
     }
@@ -191,7 +213,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
 
     // Heal everything, then stop the publishers (waiting for their outcomes) and consumers.
     timeline.push({ t: at(), type: 'phase', phase: 'heal' });
-    await healAll();
+    await cluster.healAll(120_000);
     await monitor.waitAllLeaders(ALL_QUEUES, 60_000);
     await Promise.all(publishers.map((p) => p.stop()));
     workloadMs = at();
@@ -204,8 +226,8 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     timeline.push({ t: at(), type: 'phase', phase: 'drain' });
     const drainStart = Date.now();
     const deadline = Date.now() + 600_000;
-    drained.push(...(await Promise.all([QUEUES.work, QUEUES.dlxSource, QUEUES.limited].map((q) => drainQueue(cluster.addresses, q, history, deadline)))));
-    drained.push(await drainQueue(cluster.addresses, QUEUES.dlq, history, deadline));
+    drained.push(...(await Promise.all([QUEUES.work, QUEUES.dlxSource, QUEUES.limited].map((q) => drainQueue(cluster.addresses, q, history, deadline, { tuning })))));
+    drained.push(await drainQueue(cluster.addresses, QUEUES.dlq, history, deadline, { tuning }));
     drainVerified = await verifyEmpty(cluster.addresses);
     for (const d of drained) if (!d.emptied) log(`chaos: ${d.queue} did not report empty within the drain deadline: ${JSON.stringify(d.last)}`);
     drainMs = Date.now() - drainStart;
@@ -233,6 +255,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     faults: records,
     faultsInjected: records.length,
     faultsSurvived: records.filter((r) => r.survived).length,
+    kindsMissing: [...new Set(faults)].filter((kind) => !records.some((r) => r.kind === kind)),
     counts,
     ok: counts.lost === 0 && counts.unexpected === 0 && drainVerified,
     drainVerified,
@@ -246,20 +269,13 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     publishers: publishers.map((p) => p.stats),
     consumers: consumers.map((c) => c.stats),
     nodeCrashes: crashes,
-    proxies: cluster.proxyStats(),
+    cluster: { kind: cluster.kind, ...cluster.stats() },
     timeline,
     reportFile,
   };
   mkdirSync(dirname(reportFile), { recursive: true });
   writeFileSync(reportFile, `${JSON.stringify(report, null, 2)}\n`);
   return report;
-
-  async function healAll(): Promise<void> {
-    cluster.heal();
-    for (const node of cluster.nodes) if (node.paused) cluster.resume(node.id);
-    for (const node of cluster.nodes) if (node.process === null) cluster.startNode(node.id);
-    await cluster.waitHealthy(cluster.ids, 60_000);
-  }
 
   async function leaderOrNull(queue: string): Promise<LeaderView | null> {
     for (let i = 0; i < 20; i++) {
@@ -312,20 +328,22 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       case 'restart-all':
         await Promise.all(targets.map((id) => cluster.kill(id)));
         heal = async () => {
-          for (const id of targets) if (!cluster.isRunning(id)) cluster.startNode(id);
-          await cluster.waitHealthy(targets, 60_000);
+          await Promise.all(targets.map(async (id) => (cluster.isRunning(id) ? undefined : cluster.start(id))));
+          await cluster.waitHealthy(targets, 90_000);
         };
         break;
       case 'pause':
-        for (const id of targets) cluster.pause(id);
+        for (const id of targets) await cluster.pause(id);
         heal = async () => {
-          for (const id of targets) cluster.resume(id);
+          for (const id of targets) await cluster.resume(id);
         };
         break;
       case 'partition':
       case 'partition-leader':
-        cluster.isolate(targets[0] as string);
-        heal = async () => cluster.heal();
+        await cluster.isolate(targets[0] as string);
+        heal = async () => {
+          await cluster.heal();
+        };
         break;
     }
     const election = measure ? monitor.waitNewLeader(fault.queue, old, startedAt, 30_000) : Promise.resolve(null);
@@ -341,6 +359,10 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       elections.push({ fault: fault.index, kind: fault.kind, queue: fault.queue, oldLeader: old?.leader ?? null, newLeader: result?.leader ?? null, ms: result?.ms ?? null });
     }
     const recoveryMs = await monitor.waitAllLeaders(ALL_QUEUES, 30_000);
+    // A partition is healed when the cut-off node takes part again, not just when the others lead.
+    const partitioned = fault.kind === 'partition' || fault.kind === 'partition-leader';
+    const rejoinMs = partitioned && healError === null ? await monitor.waitRejoined(targets[0] as string, ALL_QUEUES, 30_000) : null;
+    if (partitioned && rejoinMs === null && healError === null) log(`chaos: ${targets[0]} did not rejoin within 30 s after the partition healed`);
     return {
       index: fault.index,
       kind: fault.kind,
@@ -349,7 +371,8 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
       startedAt: startedAt - t0,
       healedAt: healedAt - t0,
       recoveryMs,
-      survived: recoveryMs !== null && healError === null,
+      ...(partitioned ? { rejoinMs } : {}),
+      survived: recoveryMs !== null && healError === null && (!partitioned || rejoinMs !== null),
     };
   }
 }

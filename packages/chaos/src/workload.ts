@@ -7,6 +7,7 @@ import { connect, type Publisher, type QuorumqClient } from '@quorumq/client';
 
 import type { Attempt, History } from './history.js';
 import { Prng } from './prng.js';
+import type { ClientTuning } from './target.js';
 
 export const DLX = 'chaos.dlx';
 export const QUEUES = {
@@ -203,6 +204,7 @@ export class ConsumerLoop {
     private readonly addresses: readonly string[],
     private readonly history: History,
     seed: number,
+    private readonly tuning: ClientTuning = {},
   ) {
     this.rng = new Prng(seed);
     this.stats = { name: spec.name, deliveries: 0, acks: 0, rejects: 0, nacks: 0, crashes: 0, abandoned: 0, errors: 0, resubscriptions: 0 };
@@ -222,7 +224,7 @@ export class ConsumerLoop {
   private async run(): Promise<void> {
     const { spec, history, stats } = this;
     while (this.running) {
-      const client = connect({ nodes: [...this.addresses], failoverTimeoutMs: 20_000, callTimeoutMs: 5000 });
+      const client = connect({ nodes: [...this.addresses], failoverTimeoutMs: 20_000, callTimeoutMs: 5000, ...this.tuning });
       this.client = client;
       const crashAfter = spec.mode === 'crash' ? this.rng.int(6, 40) : Number.POSITIVE_INFINITY;
       let batch = 0;
@@ -288,10 +290,18 @@ export interface DrainResult {
   readonly ms: number;
 }
 
-export async function drainQueue(addresses: readonly string[], queue: string, history: History, deadline: number, idleMs = 1500, stallMs = 60_000): Promise<DrainResult> {
+export interface DrainOptions {
+  readonly idleMs?: number;
+  readonly stallMs?: number;
+  readonly tuning?: ClientTuning;
+}
+
+export async function drainQueue(addresses: readonly string[], queue: string, history: History, deadline: number, options: DrainOptions = {}): Promise<DrainResult> {
+  const idleMs = options.idleMs ?? 1500;
+  const stallMs = options.stallMs ?? 60_000;
   const started = Date.now();
   let lastStatus: DrainResult['last'] = null;
-  const client = connect({ nodes: [...addresses], failoverTimeoutMs: 20_000 });
+  const client = connect({ nodes: [...addresses], failoverTimeoutMs: 20_000, ...options.tuning });
   let count = 0;
   let last = Date.now();
   const consumer = client.consume(queue, { prefetch: 500 });
