@@ -49,6 +49,11 @@ export class NodeMetrics {
   readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
   readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
   readonly peerBatches = new Counter({ name: 'quorumq_peer_batches_total', help: 'Batches of Raft messages sent to peers', registers: [this.registry] });
+  readonly peerStreamsRefused = new Counter({
+    name: 'quorumq_peer_streams_refused_total',
+    help: 'Peer streams refused because their Raft messages were for another node (a stale peer address)',
+    registers: [this.registry],
+  });
   readonly peerMessages = new Counter({ name: 'quorumq_peer_messages_total', help: 'Raft messages sent to peers', registers: [this.registry] });
 
   constructor() {

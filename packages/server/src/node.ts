@@ -146,6 +146,9 @@ export class BrokerNode {
 
   receive(envelope: GroupMessage): void {
     if (this.stopping) return;
+    // Never step a message meant for another node into this one (the core would rightly
+    // call that an invariant violation); the transport refuses such streams.
+    if (envelope.message.to !== this.nodeId) return;
     if (envelope.groupId === META_GROUP) {
       this.metaGroup.receive(envelope.message);
       return;

@@ -69,7 +69,16 @@ export async function startNode(
     consume: { ...BrokerService.consume, responseSerialize: encodeConsumeResponse },
   };
   server.addService(brokerService, api.implementation());
-  server.addService(RaftTransportService, { stream: raftStreamHandler((message) => node.receive(message)) });
+  server.addService(RaftTransportService, {
+    stream: raftStreamHandler(
+      config.nodeId,
+      (message) => node.receive(message),
+      (to, from) => {
+        node.metrics.peerStreamsRefused.inc();
+        logger.warn({ to, from }, 'a peer sent Raft messages for another node here (stale address); refused its stream');
+      },
+    ),
+  });
   server.addService(PeerService, {
     proposeBatch: (
       call: ServerUnaryCall<pb.ProposeBatchRequest, pb.ProposeBatchResponse.$Properties>,

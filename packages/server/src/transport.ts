@@ -7,6 +7,7 @@
 import {
   Metadata,
   credentials,
+  status as Status,
   makeGenericClientConstructor,
   type Client,
   type ClientDuplexStream,
@@ -57,8 +58,8 @@ export class ForwardError extends Error {
 interface PeerLink {
   readonly id: NodeId;
   readonly address: string;
-  readonly raftClient: Client;
-  readonly peerClient: Client;
+  raftClient: Client;
+  peerClient: Client;
   stream: ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null;
   queued: GroupMessage[];
   reconnectAt: number;
@@ -191,6 +192,13 @@ export class PeerTransport {
     }
   }
 
+  private renewClients(link: PeerLink): void {
+    link.raftClient.close();
+    link.peerClient.close();
+    link.raftClient = new RaftTransportClient(link.address, credentials.createInsecure(), CHANNEL_OPTIONS);
+    link.peerClient = new PeerClient(link.address, credentials.createInsecure(), CHANNEL_OPTIONS);
+  }
+
   private streamOf(link: PeerLink): ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null {
     if (link.stream !== null) return link.stream;
     const now = Date.now();
@@ -213,19 +221,43 @@ export class PeerTransport {
       link.connected = false;
       link.reconnectAt = Date.now() + 200;
     };
-    stream.on('error', (error: ServiceError) => broken(error.details || error.message));
+    stream.on('error', (error: ServiceError) => {
+      if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(WRONG_NODE)) {
+        // The address led to another node (a container restarted with another's old IP):
+        // new channels resolve the name again.
+        this.logger.warn({ peer: link.id, address: link.address, reason: error.details }, 'peer address reached another node; resolving it again');
+        if (link.stream === stream) this.renewClients(link);
+      }
+      broken(error.details || error.message);
+    });
     stream.on('end', () => broken('ended'));
     stream.on('data', () => {});
     return stream;
   }
 }
 
-/** The receiving side: decodes each batch and hands its messages to the node. */
-export function raftStreamHandler(onMessage: (message: GroupMessage) => void) {
+/** The status details that tell a peer its stream reached the wrong node. */
+export const WRONG_NODE = 'WRONG_NODE';
+
+/**
+ * The receiving side: decodes each batch and hands its messages to the node. A batch for
+ * another node (the peer's address for that node now leads here) ends the stream with
+ * FAILED_PRECONDITION / WRONG_NODE and is dropped: the peer then resolves the name again.
+ */
+export function raftStreamHandler(selfId: NodeId, onMessage: (message: GroupMessage) => void, onWrongNode: (to: string, from: string) => void = () => {}) {
   return (call: ServerDuplexStream<pb.RaftBatch, pb.RaftBatchAck.$Properties>): void => {
     // Headers right away, so the peer knows the stream is open before any reply.
     call.sendMetadata(new Metadata());
+    let refused = false;
     call.on('data', (batch: pb.RaftBatch) => {
+      if (refused) return;
+      const misaddressed = batch.messages.find((wire) => wire.to !== selfId);
+      if (misaddressed !== undefined) {
+        refused = true;
+        onWrongNode(misaddressed.to ?? '', misaddressed.from ?? '');
+        call.emit('error', { code: Status.FAILED_PRECONDITION, details: `${WRONG_NODE}: this is node ${selfId}, not ${misaddressed.to}` });
+        return;
+      }
       for (const wire of batch.messages) {
         const decoded = messageFromWire(wire as pb.RaftMessage);
         if (decoded !== null) onMessage(decoded);
@@ -235,4 +267,3 @@ export function raftStreamHandler(onMessage: (message: GroupMessage) => void) {
     call.on('error', () => {});
   };
 }
-
