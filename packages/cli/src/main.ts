@@ -4,7 +4,6 @@
  * `quorumq cluster`              a local three-node cluster on loopback (what `npm start` runs)
  * `quorumq health --address A`   exit 0 when the node at A answers the gRPC health check SERVING
  */
-import { ConfigError, loadConfig, startNode } from '@quorumq/server';
 import { Command, InvalidArgumentError } from 'commander';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
@@ -20,6 +19,9 @@ function integer(value: string): number {
 }
 
 async function runNode(options: { config?: string }): Promise<void> {
+  // Loaded here, not at the top: `quorumq health` (a container healthcheck every few
+  // seconds) then starts without loading the whole node.
+  const { ConfigError, loadConfig, startNode } = await import('@quorumq/server');
   let config;
   try {
     config = loadConfig(options.config ?? null);
