@@ -2,10 +2,13 @@
  * `npm run bench:broker`: three local node processes on loopback, 1 KB messages, publishers
  * with confirms. Prints throughput and confirm latency at 1 and 256 messages in flight, and
  * consume throughput with acks, for 1 queue and for 10 queues. Each figure is the median of
- * `--runs` runs (default 3); the machine is shared, so read ratios and medians.
+ * `--runs` runs (default 3); the machine is shared, so read ratios and medians. Each row also
+ * gives the CPU time per message of the three nodes and the load generator together (from
+ * /proc), which other load on the machine disturbs far less than throughput.
  */
 import { LocalCluster } from '@quorumq/cli';
 import { connect, type QuorumqClient } from '@quorumq/client';
+import { readFileSync } from 'node:fs';
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]?.replace(/^--/, '') ?? '', process.argv[i + 1] ?? '');
@@ -24,11 +27,34 @@ interface PublishFigures {
   p50: number;
   p99: number;
   published: number;
+  /** CPU time of the three nodes and this process per message, µs. */
+  cpuPerMessage: number;
 }
 
+/** CPU seconds used so far by the node processes (from /proc) plus this process. */
+function cpuSeconds(cluster: LocalCluster): number {
+  let total = 0;
+  for (const node of cluster.nodes) {
+    const pid = node.process?.pid;
+    if (pid === undefined) continue;
+    try {
+      // Fields after the command name: utime and stime are the 12th and 13th, in clock ticks (100/s).
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      total += (Number(fields[11]) + Number(fields[12])) / 100;
+    } catch {
+      return NaN; // no /proc here: the figure is not printed
+    }
+  }
+  const own = process.cpuUsage();
+  return total + (own.user + own.system) / 1e6;
+}
+
+const cpuText = (us: number): string => (Number.isFinite(us) ? `  CPU ${us.toFixed(0)} µs/msg` : '');
+
 /** Publishes for SECONDS with `inFlight` outstanding per queue, spread over `queues`. */
-async function publishRun(client: QuorumqClient, queues: string[], inFlight: number): Promise<PublishFigures> {
+async function publishRun(cluster: LocalCluster, client: QuorumqClient, queues: string[], inFlight: number): Promise<PublishFigures> {
   const latencies: number[] = [];
+  const cpuBefore = cpuSeconds(cluster);
   const until = performance.now() + SECONDS * 1000;
   const started = performance.now();
   await Promise.all(
@@ -65,12 +91,14 @@ async function publishRun(client: QuorumqClient, queues: string[], inFlight: num
   );
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  return { rate: latencies.length / elapsed, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), published: latencies.length };
+  const cpuPerMessage = ((cpuSeconds(cluster) - cpuBefore) * 1e6) / Math.max(1, latencies.length);
+  return { rate: latencies.length / elapsed, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), published: latencies.length, cpuPerMessage };
 }
 
 /** Consumes `perQueue` messages from each queue with acks (prefetch 256); messages/s. */
-async function consumeRun(client: QuorumqClient, queues: string[], perQueue: number): Promise<number> {
+async function consumeRun(cluster: LocalCluster, client: QuorumqClient, queues: string[], perQueue: number): Promise<{ rate: number; cpuPerMessage: number }> {
   const started = performance.now();
+  const cpuBefore = cpuSeconds(cluster);
   let total = 0;
   await Promise.all(
     queues.map(async (queue) => {
@@ -85,7 +113,7 @@ async function consumeRun(client: QuorumqClient, queues: string[], perQueue: num
       await consumer.close();
     }),
   );
-  return total / ((performance.now() - started) / 1000);
+  return { rate: total / ((performance.now() - started) / 1000), cpuPerMessage: ((cpuSeconds(cluster) - cpuBefore) * 1e6) / Math.max(1, total) };
 }
 
 async function main(): Promise<void> {
@@ -101,18 +129,22 @@ async function main(): Promise<void> {
       await client.clusterStatus();
       for (const inFlight of [1, 256]) {
         const runs: PublishFigures[] = [];
-        for (let r = 0; r < RUNS; r++) runs.push(await publishRun(client, queues, queueCount === 1 ? inFlight : Math.max(1, Math.floor(inFlight / queueCount))));
+        for (let r = 0; r < RUNS; r++) runs.push(await publishRun(cluster, client, queues, queueCount === 1 ? inFlight : Math.max(1, Math.floor(inFlight / queueCount))));
         rows.push(
           `publish  queues=${String(queueCount).padStart(2)} in-flight=${String(inFlight).padStart(3)}${queueCount > 1 ? ' (total)' : '        '}  ` +
-            `${median(runs.map((x) => x.rate)).toFixed(0).padStart(6)} msg/s  confirm p50 ${median(runs.map((x) => x.p50)).toFixed(2)} ms  p99 ${median(runs.map((x) => x.p99)).toFixed(2)} ms`,
+            `${median(runs.map((x) => x.rate)).toFixed(0).padStart(6)} msg/s  confirm p50 ${median(runs.map((x) => x.p50)).toFixed(2)} ms  p99 ${median(runs.map((x) => x.p99)).toFixed(2)} ms` +
+            cpuText(median(runs.map((x) => x.cpuPerMessage))),
         );
         process.stderr.write(`${rows[rows.length - 1]}\n`);
       }
       // Consume what the runs left, with acks.
       const status = await Promise.all(queues.map((q) => client.queueStatus(q)));
       const perQueue = Math.min(...status.map((s) => s.ready));
-      const rate = await consumeRun(client, queues, perQueue);
-      rows.push(`consume  queues=${String(queueCount).padStart(2)} prefetch=256 acks          ${rate.toFixed(0).padStart(6)} msg/s  (${perQueue * queueCount} messages)`);
+      const consumed = await consumeRun(cluster, client, queues, perQueue);
+      rows.push(
+        `consume  queues=${String(queueCount).padStart(2)} prefetch=256 acks          ${consumed.rate.toFixed(0).padStart(6)} msg/s  (${perQueue * queueCount} messages)` +
+          cpuText(consumed.cpuPerMessage),
+      );
       process.stderr.write(`${rows[rows.length - 1]}\n`);
       for (const q of queues) await client.deleteQueue(q);
     }
