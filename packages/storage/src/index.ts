@@ -26,6 +26,7 @@ export {
   type StorageLogger,
 } from './node-storage.js';
 export { NodeWalFs } from './node-wal-fs.js';
+export { SnapshotFileError, SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
 export {
   encodeRecords,
   GROUP_ID_BYTES_MAX,

@@ -12,7 +12,11 @@
  *                       segments are dead; kept here once the segment holding the
  *                       overwriting records may be deleted before those older segments
  *   snapshot-meta/<id>  JSON SnapshotMeta
- *   snapshot-data/<id>  the snapshot's bytes
+ *   snapshot-file/<id>  JSON SnapshotFileRef: the file holding the snapshot's bytes (its name
+ *                       in the snapshot directory, length and CRC-32C; see snapshot-files.ts)
+ *   snapshot-data/<id>  the snapshot's bytes, as stores written before snapshot files kept
+ *                       them (read when there is no snapshot-file/<id>; removed by the next
+ *                       snapshot of the group)
  *
  * Values are validated when read: a malformed value is an invariant violation, not data.
  */
@@ -27,6 +31,7 @@ export const KV_PREFIX = {
   overwrites: 'overwrites/',
   snapshotMeta: 'snapshot-meta/',
   snapshotData: 'snapshot-data/',
+  snapshotFile: 'snapshot-file/',
 } as const;
 
 export type KvKind = keyof typeof KV_PREFIX;
@@ -78,6 +83,13 @@ export function decodeOverwrites(bytes: Uint8Array, key: string): Overwrite[] {
     const object = asObject(item, key);
     return { seq: uint(object['seq'], key), index: uint(object['index'], key) };
   });
+}
+
+export function decodeSnapshotFileRef(bytes: Uint8Array, key: string): { file: string; bytes: number; crc: number } {
+  const value = asObject(parseJson(bytes, key), key);
+  const file = value['file'];
+  assert(typeof file === 'string' && /^[0-9a-f]+-\d+-\d+\.snap$/.test(file), () => `${key}: bad snapshot file name`);
+  return { file, bytes: uint(value['bytes'], key), crc: uint(value['crc'], key) };
 }
 
 export function decodeSnapshotMeta(bytes: Uint8Array, key: string): SnapshotMeta {

@@ -34,6 +34,7 @@ import {
   decodeCheckpoint,
   decodeOverwrites,
   decodePosition,
+  decodeSnapshotFileRef,
   decodeSnapshotMeta,
   EMPTY_VALUE,
   encodeJson,
@@ -52,7 +53,8 @@ import {
   type WalPosition,
   type WalRecovery,
 } from './wal.js';
-import type { WalFs } from './wal-fs.js';
+import { SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
+import { joinPath, type WalFs } from './wal-fs.js';
 
 export const SNAPSHOT_INTERVAL_DEFAULT = 1024;
 
@@ -66,6 +68,8 @@ export interface NodeStorageOptions {
   readonly fs: WalFs;
   /** Owned by NodeStorage from now on: `close()` closes it. */
   readonly kv: KvStore;
+  /** Where snapshot files go (see snapshot-files.ts). Default: `<dir>/snapshots`. */
+  readonly snapshotDir?: string;
   readonly segmentBytesMax?: number;
   /** `shouldSnapshot` says yes once this many entries were applied since the last snapshot. */
   readonly snapshotInterval?: number;
@@ -106,6 +110,9 @@ export class NodeStorage {
     private readonly kv: KvStore,
     private readonly groupStates: Map<string, GroupState>,
     private readonly snapshotInterval: number,
+    private readonly snapshotFiles: SnapshotFiles,
+    /** Each group's current snapshot file (absent: none, or an older store's KV value). */
+    private readonly snapshotFileOf: Map<string, string>,
   ) {}
 
   /**
@@ -116,7 +123,10 @@ export class NodeStorage {
   static async open(options: NodeStorageOptions): Promise<NodeStorage> {
     const snapshotInterval = options.snapshotInterval ?? SNAPSHOT_INTERVAL_DEFAULT;
     assert(Number.isSafeInteger(snapshotInterval) && snapshotInterval >= 1, `bad snapshotInterval ${snapshotInterval}`);
-    const groups = await loadGroups(options.kv);
+    const snapshotFiles = await SnapshotFiles.open(options.fs, options.snapshotDir ?? joinPath(options.dir, 'snapshots'));
+    const snapshotFileOf = new Map<string, string>();
+    const groups = await loadGroups(options.kv, snapshotFiles, snapshotFileOf);
+    await snapshotFiles.removeUnreferenced(new Set(snapshotFileOf.values()));
     const wal = await Wal.open(
       {
         dir: options.dir,
@@ -134,7 +144,7 @@ export class NodeStorage {
       group.resetSubmitted();
     }
     logRecovery(options.logger ?? consoleLogger, wal.recovery);
-    return new NodeStorage(wal, options.kv, groups, snapshotInterval);
+    return new NodeStorage(wal, options.kv, groups, snapshotInterval, snapshotFiles, snapshotFileOf);
   }
 
   get recovery(): WalRecovery {
@@ -313,6 +323,7 @@ export class NodeStorage {
    * snapshot) and durable now, while entries after it are not yet.
    */
   private async writeInstall(group: GroupState, snapshot: Snapshot, hardState: HardState): Promise<void> {
+    const file = await this.snapshotFiles.write(group.id, snapshot.meta.index, snapshot.meta.term, snapshot.data);
     const floor = this.wal.position();
     const checkpoint: Checkpoint = {
       hardState: { term: hardState.term, vote: hardState.vote, commit: snapshot.meta.index },
@@ -321,7 +332,7 @@ export class NodeStorage {
     await this.kv.batch(
       [
         { type: 'put', key: kvKey('member', group.id), value: EMPTY_VALUE },
-        ...snapshotOps(group.id, snapshot),
+        ...snapshotOps(group.id, snapshot, file),
         { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
         { type: 'put', key: kvKey('checkpoint', group.id), value: encodeJson(checkpoint) },
         { type: 'del', key: kvKey('overwrites', group.id) },
@@ -330,6 +341,15 @@ export class NodeStorage {
     );
     group.installSnapshot(snapshot, floor, checkpoint);
     group.savedOverwrites = [];
+    await this.replaceSnapshotFile(group.id, file.file);
+  }
+
+  /** After the KV store points at `file`: the group's previous snapshot file goes. */
+  private async replaceSnapshotFile(groupId: string, file: string | null): Promise<void> {
+    const previous = this.snapshotFileOf.get(groupId);
+    if (file === null) this.snapshotFileOf.delete(groupId);
+    else this.snapshotFileOf.set(groupId, file);
+    if (previous !== undefined && previous !== file) await this.snapshotFiles.remove(previous);
   }
 
   private async writeLocalSnapshot(group: GroupState, snapshot: Snapshot): Promise<void> {
@@ -340,8 +360,10 @@ export class NodeStorage {
     assert(index <= group.lastIndex(), () => `group ${group.id}: snapshot at ${index} beyond durable ${group.lastIndex()}`);
     const covered = group.entries[index - group.snapshotIndex() - 1];
     assert(covered?.term === term, () => `group ${group.id}: snapshot term ${term} != entry ${index}'s ${covered?.term}`);
-    await this.kv.batch(snapshotOps(group.id, snapshot), { sync: true });
+    const file = await this.snapshotFiles.write(group.id, index, term, snapshot.data);
+    await this.kv.batch(snapshotOps(group.id, snapshot, file), { sync: true });
     group.compactTo(snapshot);
+    await this.replaceSnapshotFile(group.id, file.file);
   }
 
   private async writeDelete(group: GroupState): Promise<void> {
@@ -353,11 +375,13 @@ export class NodeStorage {
       { type: 'del', key: kvKey('overwrites', group.id) },
       { type: 'del', key: kvKey('snapshotMeta', group.id) },
       { type: 'del', key: kvKey('snapshotData', group.id) },
+      { type: 'del', key: kvKey('snapshotFile', group.id) },
       { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
     ];
     await this.kv.batch(ops, { sync: true });
     group.reset(floor);
     group.savedOverwrites = [];
+    await this.replaceSnapshotFile(group.id, null);
   }
 
   /** Queues the update's WAL records; the durable view advances when they are durable. */
@@ -524,16 +548,19 @@ function checkRestorable(group: GroupState): void {
   );
 }
 
-function snapshotOps(groupId: string, snapshot: Snapshot): KvOp[] {
+/** The KV side of a snapshot whose bytes are durable in `file`. */
+function snapshotOps(groupId: string, snapshot: Snapshot, file: SnapshotFileRef): KvOp[] {
   return [
     { type: 'put', key: kvKey('snapshotMeta', groupId), value: encodeJson(snapshot.meta) },
-    { type: 'put', key: kvKey('snapshotData', groupId), value: snapshot.data },
+    { type: 'put', key: kvKey('snapshotFile', groupId), value: encodeJson(file) },
+    // A store written before snapshot files kept the bytes in the KV store.
+    { type: 'del', key: kvKey('snapshotData', groupId) },
   ];
 }
 
 // ---------------------------------------------------------------------- loading
 
-async function loadGroups(kv: KvStore): Promise<Map<string, GroupState>> {
+async function loadGroups(kv: KvStore, snapshotFiles: SnapshotFiles, snapshotFileOf: Map<string, string>): Promise<Map<string, GroupState>> {
   const groups = new Map<string, GroupState>();
   const groupOf = (key: string, prefix: string): GroupState => {
     const id = key.slice(prefix.length);
@@ -559,9 +586,19 @@ async function loadGroups(kv: KvStore): Promise<Map<string, GroupState>> {
     group.savedOverwrites = [...group.overwrites];
   }
   const data = new Map(await kv.scan(KV_PREFIX.snapshotData));
+  const files = new Map(await kv.scan(KV_PREFIX.snapshotFile));
   for (const [key, value] of await kv.scan(KV_PREFIX.snapshotMeta)) {
     const group = groupOf(key, KV_PREFIX.snapshotMeta);
-    const bytes = data.get(kvKey('snapshotData', group.id));
+    const fileKey = kvKey('snapshotFile', group.id);
+    const fileValue = files.get(fileKey);
+    let bytes: Uint8Array | undefined;
+    if (fileValue !== undefined) {
+      const ref = decodeSnapshotFileRef(fileValue, fileKey);
+      bytes = await snapshotFiles.read(ref, group.id);
+      snapshotFileOf.set(group.id, ref.file);
+    } else {
+      bytes = data.get(kvKey('snapshotData', group.id));
+    }
     assert(bytes !== undefined, () => `snapshot of group ${group.id} has meta but no data`);
     group.snapshot = { meta: decodeSnapshotMeta(value, key), data: bytes };
   }
