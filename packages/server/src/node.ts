@@ -140,6 +140,7 @@ export class BrokerNode {
   // Raft plumbing
 
   private tick(): void {
+    this.transport.keepAlive();
     this.metaGroup.tick();
     for (const queue of this.queues.values()) queue.group.tick();
   }

@@ -117,6 +117,17 @@ export class PeerTransport {
     }
   }
 
+  /**
+   * Reopens the broken streams whose back-off is over, even with nothing to send: a node
+   * that only follows never sends to the other followers, and their stream (and the
+   * `reachable` it reports) would otherwise stay down after a partition heals.
+   */
+  keepAlive(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    for (const link of this.links.values()) if (link.stream === null && now >= link.reconnectAt) this.streamOf(link);
+  }
+
   /** True when the stream to the peer is open (a hint for status pages). */
   isConnected(peer: NodeId): boolean {
     return this.links.get(peer)?.connected ?? false;

@@ -54,6 +54,16 @@ describe('peer streams', () => {
     expect(received).toEqual([{ groupId: 'meta', message: heartbeat('n1') }]);
   });
 
+  it('keepAlive reopens a peer stream with nothing to send, so the peer reads as reachable', async () => {
+    const address = await endpoint('n1', [], []);
+    const transport = new PeerTransport('n2', new Map([['n1', address]]), capturingLogger([]));
+    closers.push(() => transport.close());
+    expect(transport.isConnected('n1')).toBe(false);
+    transport.keepAlive();
+    await until(() => transport.isConnected('n1'));
+    expect(transport.isConnected('n1')).toBe(true);
+  });
+
   it('a node refuses messages for another node (a stale address) and the sender resolves the name again', async () => {
     // n2 believes n3 lives at n1's address: what a container restart with a reused IP does.
     const received: GroupMessage[] = [];
