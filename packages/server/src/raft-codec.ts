@@ -191,10 +191,9 @@ const ENTRY_TERM = 0x10;
 const ENTRY_TYPE = 0x18;
 const ENTRY_DATA = 0x22;
 
-const fieldBytes = bytesFieldBytes;
 
 function entryBytes(entry: Entry): number {
-  const data = entry.data.byteLength === 0 ? 0 : fieldBytes(entry.data.byteLength);
+  const data = entry.data.byteLength === 0 ? 0 : bytesFieldBytes(entry.data.byteLength);
   return 1 + varintBytes(entry.index) + 1 + varintBytes(entry.term) + (entry.type === 'config' ? 2 : 0) + data;
 }
 
@@ -214,7 +213,7 @@ export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
     let size: number;
     if (message.type === 'append') {
       let append = 1 + varintBytes(message.prevLogIndex) + 1 + varintBytes(message.prevLogTerm) + 1 + varintBytes(message.commit);
-      for (const entry of message.entries) append += fieldBytes(entryBytes(entry));
+      for (const entry of message.entries) append += bytesFieldBytes(entryBytes(entry));
       appendSizes[i] = append;
       size =
         stringFieldBytes(groupId) +
@@ -222,7 +221,7 @@ export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
         stringFieldBytes(message.to) +
         1 +
         varintBytes(message.term) +
-        fieldBytes(append);
+        bytesFieldBytes(append);
       parts[i] = null;
     } else {
       const bytes = pb.RaftMessage.encode(messageToWire(groupId, message)).finish();
@@ -230,7 +229,7 @@ export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
       size = bytes.byteLength;
     }
     sizes[i] = size;
-    total += fieldBytes(size);
+    total += bytesFieldBytes(size);
   }
   const out = Buffer.allocUnsafe(total);
   let at = 0;

@@ -12,7 +12,18 @@
  * The bytes are the same protobuf the generated code reads and writes: an embedded message
  * and a `bytes` field are the same on the wire.
  */
-import { Reader, quorumq, stringFieldBytes, varintBytes, varintFieldBytes, writeStringField, writeVarint, writeVarintField } from '@quorumq/proto';
+import {
+  bytesFieldBytes,
+  Reader,
+  quorumq,
+  stringFieldBytes,
+  varintBytes,
+  varintFieldBytes,
+  writeBytesField,
+  writeStringField,
+  writeVarint,
+  writeVarintField,
+} from '@quorumq/proto';
 import type { Command } from '@quorumq/queue';
 
 import pb = quorumq.v1;
@@ -51,23 +62,14 @@ export function encodeQueueEntry(command: Command, message: pb.Message.$Properti
   const json = JSON.stringify(command);
   const jsonBytes = Buffer.byteLength(json, 'utf8');
   const body = message === null ? null : message instanceof Uint8Array ? message : pb.Message.encode(message).finish();
-  const size =
-    ENTRY_CLOCK_BYTES +
-    1 +
-    varintBytes(jsonBytes) +
-    jsonBytes +
-    (body === null ? 0 : 1 + varintBytes(body.byteLength) + body.byteLength);
+  const size = ENTRY_CLOCK_BYTES + bytesFieldBytes(jsonBytes) + (body === null ? 0 : bytesFieldBytes(body.byteLength));
   const out = Buffer.allocUnsafe(size);
   out.writeDoubleLE(now, 0);
   let at = ENTRY_CLOCK_BYTES;
   out[at++] = QUEUE_ENTRY_COMMAND;
   at = writeVarint(out, at, jsonBytes);
   at += out.write(json, at, jsonBytes, 'utf8');
-  if (body !== null) {
-    out[at++] = QUEUE_ENTRY_MESSAGE;
-    at = writeVarint(out, at, body.byteLength);
-    out.set(body, at);
-  }
+  if (body !== null) writeBytesField(out, at, QUEUE_ENTRY_MESSAGE, body);
   encodedCommands.set(out, command);
   return out;
 }
@@ -120,29 +122,23 @@ export interface DecodedQueueSnapshot {
  * written into one buffer (a snapshot holds every live message).
  */
 export function encodeQueueSnapshot(machine: Uint8Array, messages: ReadonlyArray<readonly [number, Uint8Array]>): Uint8Array {
-  let size = 1 + varintBytes(machine.byteLength) + machine.byteLength;
+  let size = bytesFieldBytes(machine.byteLength);
   const storedSizes = new Array<number>(messages.length);
   for (let i = 0; i < messages.length; i++) {
     const [id, message] = messages[i]!;
-    const stored = 1 + varintBytes(id) + 1 + varintBytes(message.byteLength) + message.byteLength;
+    const stored = 1 + varintBytes(id) + bytesFieldBytes(message.byteLength);
     storedSizes[i] = stored;
-    size += 1 + varintBytes(stored) + stored;
+    size += bytesFieldBytes(stored);
   }
   const out = Buffer.allocUnsafe(size);
-  out[0] = SNAPSHOT_MACHINE;
-  let at = writeVarint(out, 1, machine.byteLength);
-  out.set(machine, at);
-  at += machine.byteLength;
+  let at = writeBytesField(out, 0, SNAPSHOT_MACHINE, machine);
   for (let i = 0; i < messages.length; i++) {
     const [id, message] = messages[i]!;
     out[at++] = SNAPSHOT_MESSAGE;
     at = writeVarint(out, at, storedSizes[i]!);
     out[at++] = STORED_ID;
     at = writeVarint(out, at, id);
-    out[at++] = STORED_MESSAGE;
-    at = writeVarint(out, at, message.byteLength);
-    out.set(message, at);
-    at += message.byteLength;
+    at = writeBytesField(out, at, STORED_MESSAGE, message);
   }
   if (at !== size) throw new Error(`queue snapshot encoded to ${at} bytes, sized ${size}`);
   return out;
