@@ -5,7 +5,7 @@ import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { toPublishResult, type PublishResult } from './results.js';
 import { shouldFailover, type Transport } from './transport.js';
 import { wireNumber } from './longs.js';
-import { encodeMessageBytes, encodePublishBatch, type OutgoingPublish } from './wire.js';
+import { encodePublishBatch, messageParts, type OutgoingPublish } from './wire.js';
 
 export interface PublisherOptions {
   /** Publishes awaiting their outcome at most; `publish` waits for room beyond. Default 256. */
@@ -34,7 +34,7 @@ export interface PublisherPublishOptions extends Omit<PublishOptions, 'producerI
 interface Pending {
   readonly id: number;
   readonly request: quorumq.v1.PublishRequest.$Properties;
-  /** What goes on the wire (the message encoded once). */
+  /** What goes on the wire (the message's fields but its body encoded once). */
   readonly wire: OutgoingPublish;
   readonly resolve: (result: PublishResult) => void;
   readonly reject: (error: QuorumqError) => void;
@@ -116,7 +116,7 @@ export class Publisher {
         mandatory: full.mandatory ?? false,
         producerId: full.producerId ?? undefined,
         sequence: full.sequence == null ? undefined : wireNumber(full.sequence),
-        message: encodeMessageBytes(full.message ?? {}),
+        ...messageParts(full.message ?? {}),
       };
       const entry: Pending = { id, request: full, wire, resolve, reject, sentOn: 0, resent: false };
       this.pending.set(id, entry);
@@ -221,7 +221,7 @@ export class Publisher {
       address = this.preferred ?? this.leaderOfFirstPending() ?? this.transport.currentAddress();
       this.preferred = undefined;
       const method = BrokerService.publishStream;
-      // Batches are written by hand (wire.ts): each message was encoded once, at publish.
+      // Batches are written by hand (wire.ts): bodies are copied straight into them.
       call = this.transport.client(address).makeBidiStreamRequest(method.path, encodePublishBatch, method.responseDeserialize);
     } catch (error) {
       this.failAll(toQuorumqError(error));

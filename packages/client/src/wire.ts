@@ -1,6 +1,8 @@
-// The publish stream's batches, sized and written by hand: each message is encoded once, when
-// it is published, and its bytes are copied once into every batch that carries it (the first
-// send and any re-send after a failover).
+// The publish stream's batches, sized and written by hand. A message is encoded when it is
+// published, except for its body: the body's bytes are copied once, straight from the
+// caller's buffer into every batch that carries the message (the first send and any re-send
+// after a failover). Message.body is field 1, so writing it first and the other fields after
+// it is exactly what the generated encoder writes.
 import {
   bytesFieldBytes,
   quorumq,
@@ -20,8 +22,10 @@ export interface OutgoingPublish {
   readonly mandatory: boolean;
   readonly producerId: string | undefined;
   readonly sequence: number | undefined;
-  /** The encoded quorumq.v1.Message. */
-  readonly message: Uint8Array;
+  /** The message's body (null: none, or empty: no body field). */
+  readonly body: Uint8Array | null;
+  /** The encoded quorumq.v1.Message without its body (fields 2 and later). */
+  readonly rest: Uint8Array;
 }
 
 const PUBLISH_ID = 0x08;
@@ -32,15 +36,60 @@ const PRODUCER_ID = 0x2a;
 const SEQUENCE = 0x30;
 const BATCH_PUBLISH = 0x0a;
 
-export function encodeMessageBytes(message: quorumq.v1.Message.$Properties): Uint8Array {
-  return quorumq.v1.Message.encode(message).finish();
+const MESSAGE_BODY = 0x0a;
+
+/** A message's body and the encoding of its other fields, in the form OutgoingPublish holds. */
+export interface MessageParts {
+  readonly body: Uint8Array | null;
+  readonly rest: Uint8Array;
+}
+
+/** The rest of a message with only a routing key, by routing key (bounded). */
+const plainRests = new Map<string, Uint8Array>();
+const PLAIN_RESTS_MAX = 1024;
+
+function isEmpty(value: object | null | undefined): boolean {
+  if (value == null) return true;
+  for (const _ in value) return false;
+  return true;
+}
+
+/** Splits a message for the wire: its body, and its other fields encoded once. */
+export function messageParts(message: quorumq.v1.Message.$Properties): MessageParts {
+  // An empty body is not written (proto3), as the generated encoder does.
+  const body = message.body != null && message.body.byteLength > 0 ? message.body : null;
+  const plain =
+    isEmpty(message.properties) &&
+    isEmpty(message.headers) &&
+    message.delayMs == null &&
+    message.notBeforeMs == null &&
+    (message.deaths == null || message.deaths.length === 0) &&
+    message.firstDeath == null &&
+    message.lastDeath == null;
+  if (!plain) return { body, rest: quorumq.v1.Message.encode({ ...message, body: undefined }).finish() };
+  // The common message (a body and a routing key): its rest is the same for every publish
+  // with that routing key, so it is encoded once.
+  const routingKey = message.routingKey ?? '';
+  // An empty properties message is still written (as an empty field): it is part of the key.
+  const key = (message.properties == null ? '-' : '+') + routingKey;
+  let rest = plainRests.get(key);
+  if (rest === undefined) {
+    rest = quorumq.v1.Message.encode({ routingKey, properties: message.properties }).finish();
+    if (plainRests.size >= PLAIN_RESTS_MAX) plainRests.clear();
+    plainRests.set(key, rest);
+  }
+  return { body, rest };
+}
+
+function messageBytes(p: OutgoingPublish): number {
+  return (p.body === null ? 0 : bytesFieldBytes(p.body.byteLength)) + p.rest.byteLength;
 }
 
 function publishBytes(p: OutgoingPublish): number {
   return (
     varintFieldBytes(p.publishId) +
     stringFieldBytes(p.exchange) +
-    bytesFieldBytes(p.message.byteLength) +
+    bytesFieldBytes(messageBytes(p)) +
     (p.mandatory ? 2 : 0) +
     stringFieldBytes(p.producerId) +
     (p.sequence === undefined ? 0 : 1 + varintBytes(p.sequence))
@@ -60,7 +109,11 @@ export function encodePublishBatch(publishes: readonly OutgoingPublish[]): Buffe
     at = writeVarint(out, at, sizes[i]!);
     at = writeVarintField(out, at, PUBLISH_ID, p.publishId);
     at = writeStringField(out, at, EXCHANGE, p.exchange);
-    at = writeBytesField(out, at, MESSAGE, p.message);
+    out[at++] = MESSAGE;
+    at = writeVarint(out, at, messageBytes(p));
+    if (p.body !== null) at = writeBytesField(out, at, MESSAGE_BODY, p.body);
+    out.set(p.rest, at);
+    at += p.rest.byteLength;
     if (p.mandatory) {
       out[at++] = MANDATORY;
       out[at++] = 1;

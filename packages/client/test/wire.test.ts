@@ -1,7 +1,7 @@
 import { quorumq } from '@quorumq/proto';
 import { describe, expect, it } from 'vitest';
 
-import { encodeMessageBytes, encodePublishBatch, type OutgoingPublish } from '../src/wire.js';
+import { encodePublishBatch, messageParts, type OutgoingPublish } from '../src/wire.js';
 
 import pb = quorumq.v1;
 
@@ -19,6 +19,12 @@ describe('publish batches written by hand', () => {
       { publishId: 2, exchange: 'ex.topic', message, mandatory: true },
       { publishId: 2 ** 40, exchange: 'обмен', message: { body: Buffer.alloc(300, 1) }, producerId: 'p-1', sequence: 0 },
       { publishId: 4, exchange: '', message: {}, producerId: 'p-1', sequence: 1_700_000_000_000_000 },
+      // Plain messages (a body and a routing key), whose other fields are encoded once per key.
+      { publishId: 5, exchange: '', message: { body: Buffer.from('a'), routingKey: 'q1', properties: {}, headers: {} } },
+      { publishId: 6, exchange: '', message: { body: Buffer.from('b'), routingKey: 'q1' } },
+      { publishId: 7, exchange: '', message: { body: Buffer.alloc(0), routingKey: 'q1', properties: {} } },
+      { publishId: 8, exchange: '', message: { body: Buffer.from('c'), routingKey: '' } },
+      { publishId: 9, exchange: '', message: { body: Buffer.from('d'), routingKey: 'q1', delayMs: 5, deaths: [] } },
     ];
     const outgoing: OutgoingPublish[] = requests.map((r) => ({
       publishId: r.publishId as number,
@@ -26,11 +32,13 @@ describe('publish batches written by hand', () => {
       mandatory: r.mandatory ?? false,
       producerId: r.producerId ?? undefined,
       sequence: r.sequence == null ? undefined : (r.sequence as number),
-      message: encodeMessageBytes(r.message ?? {}),
+      ...messageParts(r.message ?? {}),
     }));
     expect(encodePublishBatch(outgoing)).toEqual(Buffer.from(pb.PublishBatch.encode({ publishes: requests }).finish()));
     const decoded = pb.PublishBatch.decode(encodePublishBatch(outgoing));
-    expect(decoded.publishes.map((p) => p.publishId)).toEqual([1, 2, 2 ** 40, 4]);
+    expect(decoded.publishes.map((p) => p.publishId)).toEqual([1, 2, 2 ** 40, 4, 5, 6, 7, 8, 9]);
+    expect(decoded.publishes.map((p) => p.message?.routingKey)).toEqual(['orders.eu', 'orders.eu', '', '', 'q1', 'q1', 'q1', '', 'q1']);
+    expect(Buffer.from(decoded.publishes[5]!.message!.body!).toString()).toBe('b');
     expect(decoded.publishes[2]?.sequence).toBe(0);
     expect(decoded.publishes[1]?.message?.headers?.['tenant']?.stringValue).toBe('acme');
   });
