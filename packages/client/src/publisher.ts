@@ -5,7 +5,7 @@ import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { toPublishResult, type PublishResult } from './results.js';
 import { shouldFailover, type Transport } from './transport.js';
 import { wireNumber } from './longs.js';
-import { encodePublishBatch, messageParts, type OutgoingPublish } from './wire.js';
+import { decodePublishOutcomes, encodePublishBatch, messageParts, type OutgoingPublish, type PublishOutcomeWire } from './wire.js';
 
 export interface PublisherOptions {
   /** Publishes awaiting their outcome at most; `publish` waits for room beyond. Default 256. */
@@ -44,7 +44,7 @@ interface Pending {
   resent: boolean;
 }
 
-type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], quorumq.v1.PublishOutcomes>;
+type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], PublishOutcomeWire[]>;
 
 /**
  * Publishes over one `PublishStream`, with up to `maxInFlight` outcomes outstanding.
@@ -222,7 +222,7 @@ export class Publisher {
       this.preferred = undefined;
       const method = BrokerService.publishStream;
       // Batches are written by hand (wire.ts): bodies are copied straight into them.
-      call = this.transport.client(address).makeBidiStreamRequest(method.path, encodePublishBatch, method.responseDeserialize);
+      call = this.transport.client(address).makeBidiStreamRequest(method.path, encodePublishBatch, decodePublishOutcomes);
     } catch (error) {
       this.failAll(toQuorumqError(error));
       return;
@@ -232,11 +232,11 @@ export class Publisher {
     this.outbox = [];
     this.call = call;
     this.address = address;
-    call.on('data', (batch: quorumq.v1.PublishOutcomes) => {
+    call.on('data', (outcomes: PublishOutcomeWire[]) => {
       if (generation !== this.generation) return;
       this.failures = 0;
       this.failingSince = undefined;
-      for (const response of batch.outcomes) this.onResponse(response as quorumq.v1.PublishResponse, address);
+      for (const response of outcomes) this.onResponse(response, address);
     });
     // 'status' ends every call; 'error' repeats it for non-OK ones.
     call.on('error', () => undefined);
@@ -247,8 +247,8 @@ export class Publisher {
     for (const entry of this.pending.values()) this.write(entry);
   }
 
-  private onResponse(response: quorumq.v1.PublishResponse, address: string): void {
-    const entry = this.pending.get(wireNumber(response.publishId));
+  private onResponse(response: PublishOutcomeWire, address: string): void {
+    const entry = this.pending.get(response.publishId);
     if (entry === undefined) return;
     let result: PublishResult;
     try {

@@ -6,6 +6,7 @@
 import {
   bytesFieldBytes,
   quorumq,
+  Reader,
   stringFieldBytes,
   varintBytes,
   varintFieldBytes,
@@ -126,4 +127,84 @@ export function encodePublishBatch(publishes: readonly OutgoingPublish[]): Buffe
   }
   if (at !== total) throw new Error(`publish batch encoded to ${at} bytes, sized ${total}`);
   return out;
+}
+
+// ------------------------------------------------------------------------------------
+// Publish outcomes
+
+/** One PublishResponse as the publisher reads it. */
+export interface PublishOutcomeWire extends quorumq.v1.PublishResponse.$Properties {
+  publishId: number;
+  outcome: quorumq.v1.PublishOutcome;
+  reason: string;
+  queues: string[];
+  statusCode: number;
+  returned: quorumq.v1.Message | null;
+}
+
+const OUTCOMES_OUTCOME = 0x0a;
+const OUTCOME_PUBLISH_ID = 0x08;
+const OUTCOME_OUTCOME = 0x10;
+const OUTCOME_REASON = 0x1a;
+const OUTCOME_RETURNED = 0x22;
+const OUTCOME_QUEUES = 0x2a;
+const OUTCOME_STATUS_CODE = 0x30;
+
+/** Reads a varint up to 2^53 as a number (protobufjs would make a Long of a uint64). */
+function readNumber(reader: Reader): number {
+  let value = 0;
+  let scale = 1;
+  for (;;) {
+    if (reader.pos >= reader.len) throw new RangeError('publish outcome: varint past the end');
+    const byte = reader.buf[reader.pos++]!;
+    value += (byte & 0x7f) * scale;
+    if (byte < 0x80) return value;
+    scale *= 128;
+  }
+}
+
+/**
+ * gRPC deserializer of PublishStream's responses (a quorumq.v1.PublishOutcomes), read field by
+ * field: publish ids as numbers, unknown fields skipped, a returned message decoded.
+ */
+export function decodePublishOutcomes(bytes: Buffer): PublishOutcomeWire[] {
+  const outcomes: PublishOutcomeWire[] = [];
+  const reader = Reader.create(bytes);
+  while (reader.pos < reader.len) {
+    const t = reader.uint32();
+    if (t !== OUTCOMES_OUTCOME) {
+      reader.skipType(t & 7);
+      continue;
+    }
+    const end = reader.uint32() + reader.pos;
+    if (end > reader.len) throw new RangeError('publish outcome: length past the end');
+    const outcome: PublishOutcomeWire = { publishId: 0, outcome: 0, reason: '', queues: [], statusCode: 0, returned: null };
+    while (reader.pos < end) {
+      const f = reader.uint32();
+      switch (f) {
+        case OUTCOME_PUBLISH_ID:
+          outcome.publishId = readNumber(reader);
+          break;
+        case OUTCOME_OUTCOME:
+          outcome.outcome = reader.int32();
+          break;
+        case OUTCOME_REASON:
+          outcome.reason = reader.string();
+          break;
+        case OUTCOME_RETURNED:
+          outcome.returned = quorumq.v1.Message.decode(reader.bytes());
+          break;
+        case OUTCOME_QUEUES:
+          outcome.queues.push(reader.string());
+          break;
+        case OUTCOME_STATUS_CODE:
+          outcome.statusCode = reader.uint32();
+          break;
+        default:
+          reader.skipType(f & 7);
+      }
+    }
+    outcomes.push(outcome);
+  }
+  return outcomes;
 }

@@ -1,7 +1,7 @@
 import { quorumq } from '@quorumq/proto';
 import { describe, expect, it } from 'vitest';
 
-import { encodePublishBatch, messageParts, type OutgoingPublish } from '../src/wire.js';
+import { decodePublishOutcomes, encodePublishBatch, messageParts, type OutgoingPublish } from '../src/wire.js';
 
 import pb = quorumq.v1;
 
@@ -45,5 +45,35 @@ describe('publish batches written by hand', () => {
 
   it('an empty batch is empty', () => {
     expect(encodePublishBatch([]).byteLength).toBe(0);
+  });
+});
+
+describe('publish outcomes read by hand', () => {
+  it('read what the generated code writes: ids as numbers, every field, a returned message', () => {
+    const outcomes: pb.PublishResponse.$Properties[] = [
+      { publishId: 1, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: ['orders'] },
+      { publishId: 2 ** 40 + 3, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_DUPLICATE, queues: ['q1', '', 'очередь'] },
+      { publishId: 3, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_FAILED, reason: 'queue "q" is full', statusCode: 8 },
+      { publishId: 4, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_UNROUTABLE, returned: message },
+      {},
+    ];
+    const decoded = decodePublishOutcomes(Buffer.from(pb.PublishOutcomes.encode({ outcomes }).finish()));
+    expect(decoded.map((o) => o.publishId)).toEqual([1, 2 ** 40 + 3, 3, 4, 0]);
+    const O = pb.PublishOutcome;
+    expect(decoded.map((o) => o.outcome)).toEqual([O.PUBLISH_OUTCOME_CONFIRMED, O.PUBLISH_OUTCOME_DUPLICATE, O.PUBLISH_OUTCOME_FAILED, O.PUBLISH_OUTCOME_UNROUTABLE, 0]);
+    expect(decoded[1]?.queues).toEqual(['q1', '', 'очередь']);
+    expect(decoded[2]).toMatchObject({ reason: 'queue "q" is full', statusCode: 8, queues: [], returned: null });
+    expect(decoded[3]?.returned?.routingKey).toBe('orders.eu');
+    expect(decoded[3]?.returned?.headers?.['tenant']?.stringValue).toBe('acme');
+    expect(decoded[4]).toEqual({ publishId: 0, outcome: 0, reason: '', queues: [], statusCode: 0, returned: null });
+  });
+
+  it('skip fields they do not know, and refuse truncated bytes', () => {
+    const known = Buffer.from(pb.PublishOutcomes.encode({ outcomes: [{ publishId: 7, outcome: 1, queues: ['q'] }] }).finish());
+    // Field 15 (varint) and field 16 (length-delimited) inside the outcome, then field 2 outside.
+    const inner = Buffer.concat([known.subarray(2), Buffer.from([0x78, 0x2a, 0x82, 0x01, 0x02, 0x68, 0x69])]);
+    const extended = Buffer.concat([Buffer.from([0x0a, inner.length]), inner, Buffer.from([0x10, 0x01])]);
+    expect(decodePublishOutcomes(extended)).toEqual([{ publishId: 7, outcome: 1, reason: '', queues: ['q'], statusCode: 0, returned: null }]);
+    expect(() => decodePublishOutcomes(known.subarray(0, known.length - 1))).toThrow();
   });
 });

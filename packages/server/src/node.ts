@@ -508,9 +508,8 @@ export class BrokerNode {
    * applied there (committed on a majority). Retries while the leader is unknown or moves,
    * until the request timeout.
    */
-  async proposeQueue(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<Reply> {
-    const result = await this.proposeQueueFull(name, command, message);
-    return result.reply;
+  proposeQueue(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<Reply> {
+    return this.proposeQueueFull(name, command, message).then((result) => result.reply);
   }
 
   /** The queue's definition; when this node does not know it, after catching up with the metadata. */
@@ -524,9 +523,27 @@ export class BrokerNode {
     return definition;
   }
 
-  async proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
+  proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
+    let data: Uint8Array;
+    try {
+      data = encodeQueueEntry(command, message, Date.now());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const local = this.queues.get(name);
+    if (local === undefined || !local.group.isLeader || this.stopping || !this.meta.queues.has(name)) return this.proposeQueueAnywhere(name, data);
+    // The common case, without the retry loop: this node leads the queue. A proposal refused
+    // before it entered the log, or overwritten by a new leader (both retriable), goes the
+    // general way.
+    return local.group.propose(data, Date.now() + this.config.requestTimeoutMs, `queue ${JSON.stringify(name)}`).catch((error: unknown) => {
+      if (!retriable(error) || this.stopping) throw error;
+      return this.proposeQueueAnywhere(name, data);
+    });
+  }
+
+  /** Proposes an encoded queue entry on the queue's leader, wherever it is (see withLeader). */
+  private async proposeQueueAnywhere(name: string, data: Uint8Array): Promise<QueueApplyResult> {
     if (!this.meta.queues.has(name)) await this.queueDefinition(name);
-    const data = encodeQueueEntry(command, message);
     return this.withLeader(
       () => {
         const definition = this.meta.queues.get(name);

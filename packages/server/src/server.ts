@@ -17,7 +17,7 @@ import { BrokerError, Status } from './errors.js';
 import { BrokerNode } from './node.js';
 import { BrokerApi } from './service.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
-import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
+import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse, encodePublishOutcomes } from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -64,7 +64,7 @@ export async function startNode(
   const brokerService = {
     ...BrokerService,
     publish: { ...BrokerService.publish, requestDeserialize: decodePublishRequest },
-    publishStream: { ...BrokerService.publishStream, requestDeserialize: decodePublishBatch },
+    publishStream: { ...BrokerService.publishStream, requestDeserialize: decodePublishBatch, responseSerialize: encodePublishOutcomes },
     // ... and deliveries send the stored bytes as the message.
     consume: { ...BrokerService.consume, responseSerialize: encodeConsumeResponse },
   };

@@ -319,3 +319,71 @@ export function encodeConsumeResponse(response: pb.ConsumeResponse.$Properties):
   if (at !== out.byteLength) throw new Error(`consume response encoded to ${at} bytes, sized ${out.byteLength}`);
   return out;
 }
+
+// ------------------------------------------------------------------------------------
+// Publish outcomes: one per publish, written field by field
+
+const OUTCOMES_OUTCOME = tag(1, WIRE_LENGTH_DELIMITED);
+const OUTCOME_PUBLISH_ID = tag(1, WIRE_VARINT);
+const OUTCOME_OUTCOME = tag(2, WIRE_VARINT);
+const OUTCOME_REASON = tag(3, WIRE_LENGTH_DELIMITED);
+const OUTCOME_QUEUES = tag(5, WIRE_LENGTH_DELIMITED);
+const OUTCOME_STATUS_CODE = tag(6, WIRE_VARINT);
+
+function sizeOutcome(outcome: pb.PublishResponse.$Properties): number {
+  let size =
+    varintFieldBytes(Number(outcome.publishId ?? 0)) +
+    varintFieldBytes(outcome.outcome ?? 0) +
+    stringFieldBytes(outcome.reason ?? '') +
+    varintFieldBytes(outcome.statusCode ?? 0);
+  for (const queue of outcome.queues ?? []) {
+    const length = Buffer.byteLength(queue, 'utf8');
+    size += 1 + varintBytes(length) + length;
+  }
+  return size;
+}
+
+/**
+ * grpc-js serializer of PublishStream's responses. An outcome that returns a message (an
+ * unroutable mandatory publish) goes through the generated code; the others are written
+ * field by field, in field order, as the generated code writes them.
+ */
+export function encodePublishOutcomes(batch: pb.PublishOutcomes.$Properties): Buffer {
+  const outcomes = batch.outcomes ?? [];
+  const parts = new Array<Uint8Array | null>(outcomes.length);
+  const sizes = new Array<number>(outcomes.length);
+  let total = 0;
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i]!;
+    const part = outcome.returned != null ? pb.PublishResponse.encode(outcome).finish() : null;
+    parts[i] = part;
+    sizes[i] = part !== null ? part.byteLength : sizeOutcome(outcome);
+    total += bytesFieldBytes(sizes[i]!);
+  }
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i]!;
+    out[at++] = OUTCOMES_OUTCOME;
+    at = writeVarint(out, at, sizes[i]!);
+    const part = parts[i];
+    if (part != null) {
+      out.set(part, at);
+      at += part.byteLength;
+      continue;
+    }
+    at = writeVarintField(out, at, OUTCOME_PUBLISH_ID, Number(outcome.publishId ?? 0));
+    at = writeVarintField(out, at, OUTCOME_OUTCOME, outcome.outcome ?? 0);
+    at = writeStringField(out, at, OUTCOME_REASON, outcome.reason ?? '');
+    for (const queue of outcome.queues ?? []) {
+      // Every queue name is written, an empty one too (a repeated field keeps its elements).
+      out[at++] = OUTCOME_QUEUES;
+      const length = Buffer.byteLength(queue, 'utf8');
+      at = writeVarint(out, at, length);
+      at += out.write(queue, at, length, 'utf8');
+    }
+    at = writeVarintField(out, at, OUTCOME_STATUS_CODE, outcome.statusCode ?? 0);
+  }
+  if (at !== total) throw new Error(`publish outcomes encoded to ${at} bytes, sized ${total}`);
+  return out;
+}

@@ -2,12 +2,15 @@ import { quorumq } from '@quorumq/proto';
 import type { Command } from '@quorumq/queue';
 import { describe, expect, it } from 'vitest';
 
+import { Status } from '../src/errors.js';
+
 import {
   decodePublishBatch,
   decodePublishRequest,
   decodeQueueEntry,
   decodeQueueSnapshot,
   encodeConsumeResponse,
+  encodePublishOutcomes,
   encodeQueueEntry,
   encodeQueueSnapshot,
   rawMessageOf,
@@ -184,5 +187,25 @@ describe('consume responses', () => {
   it('other responses encode as the generated code does', () => {
     const subscribed = { subscribed: { consumerTag: 'c1', queue: 'q', leader: 'n2' } };
     expect(encodeConsumeResponse(subscribed)).toEqual(Buffer.from(pb.ConsumeResponse.encode(subscribed).finish()));
+  });
+});
+
+describe('publish outcomes', () => {
+  it('are byte for byte what the generated code writes, with and without a returned message', () => {
+    const outcomes: pb.PublishResponse.$Properties[] = [
+      { publishId: 1, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: ['orders'] },
+      { publishId: 2 ** 40, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: ['q1', '', 'очередь'] },
+      { publishId: 3, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED, reason: 'queue "q" is full', queues: [], statusCode: Status.RESOURCE_EXHAUSTED },
+      { publishId: 4, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_UNROUTABLE, reason: 'no queue is bound', returned: message },
+      { publishId: 0, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_FAILED, reason: 'x'.repeat(300), statusCode: Status.UNAVAILABLE },
+      {},
+    ];
+    const ours = encodePublishOutcomes({ outcomes });
+    expect(ours).toEqual(Buffer.from(pb.PublishOutcomes.encode({ outcomes }).finish()));
+    const decoded = pb.PublishOutcomes.decode(ours);
+    expect(decoded.outcomes.map((o) => o.publishId)).toEqual([1, 2 ** 40, 3, 4, 0, 0]);
+    expect(decoded.outcomes[1]?.queues).toEqual(['q1', '', 'очередь']);
+    expect(decoded.outcomes[3]?.returned?.headers?.['tenant']?.stringValue).toBe('acme');
+    expect(encodePublishOutcomes({ outcomes: [] }).byteLength).toBe(0);
   });
 });
