@@ -22,6 +22,7 @@ import { decodeJson, encodeJson } from './json-codec.js';
 import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics } from './metrics.js';
 import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
+import { EntryBatcher } from './entry-batcher.js';
 import { encodeQueueEntry, stampEntry, type OutgoingDelivery } from './wire.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
@@ -57,6 +58,8 @@ export interface LocalQueue {
   leaderReadyTerm: number;
   deadLettersInFlight: Set<number>;
   movesInFlight: Set<number>;
+  /** Batches what this node proposes to the queue while it leads it. */
+  readonly batcher: EntryBatcher;
 }
 
 export class BrokerNode {
@@ -247,7 +250,15 @@ export class BrokerNode {
       electionTicks: this.config.electionTicks,
       heartbeatTicks: this.config.heartbeatTicks,
     });
-    local = { definition, replica, group, tickTimer: null, tickAt: 0, leaderReadyTerm: 0, deadLettersInFlight: new Set(), movesInFlight: new Set() };
+    const what = `queue ${JSON.stringify(definition.name)}`;
+    const batcher = new EntryBatcher({
+      group,
+      what,
+      timeoutMs: this.config.requestTimeoutMs,
+      retriable: (error) => retriable(error) && !this.stopping,
+      fallback: (data) => this.proposeQueueAnywhere(definition.name, data),
+    });
+    local = { definition, replica, group, tickTimer: null, tickAt: 0, leaderReadyTerm: 0, deadLettersInFlight: new Set(), movesInFlight: new Set(), batcher };
     this.queues.set(definition.name, local);
     this.logger.info({ queue: definition.name, members: definition.members }, 'queue replica started');
   }
@@ -498,9 +509,12 @@ export class BrokerNode {
   // ------------------------------------------------------------------------------------
   // Proposals
 
-  /** Proposes to a queue group this node leads. */
+  /**
+   * Proposes to a queue group this node leads, in this turn's batch entry; fails (no retry
+   * elsewhere) when this node does not lead it or the entry does not commit in time.
+   */
   proposeLocal(queue: LocalQueue, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
-    return queue.group.propose(encodeQueueEntry(command, message, Date.now()));
+    return queue.batcher.add(command, message, false);
   }
 
   /**
@@ -524,21 +538,17 @@ export class BrokerNode {
   }
 
   proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
+    const local = this.queues.get(name);
+    // The common case: this node leads the queue. The command joins this turn's batch entry
+    // (see EntryBatcher, which also retries the general way when leadership just moved).
+    if (local !== undefined && local.group.isLeader && !this.stopping && this.meta.queues.has(name)) return local.batcher.add(command, message);
     let data: Uint8Array;
     try {
-      data = encodeQueueEntry(command, message, Date.now());
+      data = encodeQueueEntry(command, message);
     } catch (error) {
       return Promise.reject(error);
     }
-    const local = this.queues.get(name);
-    if (local === undefined || !local.group.isLeader || this.stopping || !this.meta.queues.has(name)) return this.proposeQueueAnywhere(name, data);
-    // The common case, without the retry loop: this node leads the queue. A proposal refused
-    // before it entered the log, or overwritten by a new leader (both retriable), goes the
-    // general way.
-    return local.group.propose(data, Date.now() + this.config.requestTimeoutMs, `queue ${JSON.stringify(name)}`).catch((error: unknown) => {
-      if (!retriable(error) || this.stopping) throw error;
-      return this.proposeQueueAnywhere(name, data);
-    });
+    return this.proposeQueueAnywhere(name, data);
   }
 
   /** Proposes an encoded queue entry on the queue's leader, wherever it is (see withLeader). */

@@ -1,7 +1,11 @@
 /**
  * One replica of a queue: the pure queue machine's state plus the message store (bodies,
- * properties and headers by message id, which is the enqueue's log index). Every replica
- * applies every committed entry; only the leader's replica hands effects to the node.
+ * properties and headers by message id). Every replica applies every committed entry; only
+ * the leader's replica hands effects to the node.
+ *
+ * An entry holds one command or a batch of them (see wire.ts). The machine sees each command
+ * as applied at its own position, `log index * ENTRY_SPAN + position in the entry`, which is
+ * also the id of the message it enqueues: ids grow with the log, as the machine requires.
  */
 import { quorumq } from '@quorumq/proto';
 import {
@@ -18,7 +22,7 @@ import {
 import type { Entry } from '@quorumq/raft';
 
 import type { GroupMachine } from './raft-group.js';
-import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, type OutgoingDelivery } from './wire.js';
+import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, type DecodedCommand, type OutgoingDelivery } from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -26,7 +30,14 @@ export interface QueueApplyResult {
   readonly reply: Reply;
   /** For `get`: the message handed out (read at apply time, before it may leave). */
   readonly stored?: pb.Message;
+  /** For a batch entry: each command's result, in order (`reply` is then 'ok'). */
+  readonly batch?: readonly QueueApplyResult[];
 }
+
+/** Positions per log entry: a batch holds at most this many commands. */
+export const ENTRY_SPAN = 4096;
+
+const OK: Reply = { type: 'ok' };
 
 /** What the leader's replica asks of its node. Called synchronously inside apply. */
 export interface QueueEffectSink {
@@ -57,12 +68,24 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     } catch (error) {
       return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: ${String(error)}` } };
     }
-    const result = apply({ index: entry.index, term: entry.term, now: decoded.now }, decoded.command, this.state);
+    const { commands, now } = decoded;
+    if (commands.length > ENTRY_SPAN) {
+      return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: a batch of ${commands.length} commands (at most ${ENTRY_SPAN})` } };
+    }
+    const base = entry.index * ENTRY_SPAN;
+    if (!decoded.batch) return this.applyCommand(base, entry.term, now, commands[0]!, leader);
+    const batch = new Array<QueueApplyResult>(commands.length);
+    for (let i = 0; i < commands.length; i++) batch[i] = this.applyCommand(base + i, entry.term, now, commands[i]!, leader);
+    return { reply: OK, batch };
+  }
+
+  private applyCommand(index: number, term: number, now: number, { command, message }: DecodedCommand, leader: boolean): QueueApplyResult {
+    const result = apply({ index, term, now }, command, this.state);
     this.state = result.state;
     const reply = result.reply;
-    if (reply.type === 'enqueued' && decoded.message !== null) {
-      this.bodies.set(reply.messageId, decoded.message);
-      this.bodyBytes += decoded.message.byteLength;
+    if (reply.type === 'enqueued' && message !== null) {
+      this.bodies.set(reply.messageId, message);
+      this.bodyBytes += message.byteLength;
     }
     let stored: pb.Message | undefined;
     if (reply.type === 'message') stored = this.message(reply.message.messageId);

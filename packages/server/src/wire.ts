@@ -37,6 +37,7 @@ const tag = (field: number, wire: number): number => (field << 3) | wire;
 
 const QUEUE_ENTRY_COMMAND = tag(2, WIRE_LENGTH_DELIMITED);
 const QUEUE_ENTRY_MESSAGE = tag(3, WIRE_LENGTH_DELIMITED);
+const QUEUE_ENTRY_BATCH = tag(4, WIRE_LENGTH_DELIMITED);
 const SNAPSHOT_MACHINE = tag(1, WIRE_LENGTH_DELIMITED);
 const SNAPSHOT_MESSAGE = tag(2, WIRE_LENGTH_DELIMITED);
 const STORED_ID = tag(1, WIRE_VARINT);
@@ -51,26 +52,73 @@ const asBuffer = (bytes: Uint8Array): Buffer =>
 // Queue entries
 
 /** Commands of the entries this node encoded: applying its own proposals parses no JSON. */
-const encodedCommands = new WeakMap<Uint8Array, Command>();
+const encodedCommands = new WeakMap<Uint8Array, Command | readonly Command[]>();
+
+/** One command of an entry, with its message (encoded, or to encode). */
+export interface EntryCommand {
+  readonly command: Command;
+  readonly message: pb.Message.$Properties | Uint8Array | null;
+}
+
+/** A command's JSON and its message's bytes, sized. */
+interface SizedCommand {
+  readonly json: string;
+  readonly jsonBytes: number;
+  readonly body: Uint8Array | null;
+  /** Bytes of the QueueEntry holding the two. */
+  readonly size: number;
+}
+
+function sizeCommand({ command, message }: EntryCommand): SizedCommand {
+  // Queue commands hold only strings, numbers, booleans and arrays: plain JSON is exact.
+  const json = JSON.stringify(command);
+  const jsonBytes = Buffer.byteLength(json, 'utf8');
+  const body = message === null ? null : message instanceof Uint8Array ? message : pb.Message.encode(message).finish();
+  return { json, jsonBytes, body, size: bytesFieldBytes(jsonBytes) + (body === null ? 0 : bytesFieldBytes(body.byteLength)) };
+}
+
+function writeCommand(out: Buffer, at: number, sized: SizedCommand): number {
+  out[at++] = QUEUE_ENTRY_COMMAND;
+  at = writeVarint(out, at, sized.jsonBytes);
+  at += out.write(sized.json, at, sized.jsonBytes, 'utf8');
+  return sized.body === null ? at : writeBytesField(out, at, QUEUE_ENTRY_MESSAGE, sized.body);
+}
 
 /**
  * Encodes a queue entry: the clock prefix, then `QueueEntry { command (JSON), message }`.
  * `message` is either an encoded Message (carried as is) or one to encode.
  */
 export function encodeQueueEntry(command: Command, message: pb.Message.$Properties | Uint8Array | null, now = 0): Uint8Array {
-  // Queue commands hold only strings, numbers, booleans and arrays: plain JSON is exact.
-  const json = JSON.stringify(command);
-  const jsonBytes = Buffer.byteLength(json, 'utf8');
-  const body = message === null ? null : message instanceof Uint8Array ? message : pb.Message.encode(message).finish();
-  const size = ENTRY_CLOCK_BYTES + bytesFieldBytes(jsonBytes) + (body === null ? 0 : bytesFieldBytes(body.byteLength));
+  const sized = sizeCommand({ command, message });
+  const out = Buffer.allocUnsafe(ENTRY_CLOCK_BYTES + sized.size);
+  out.writeDoubleLE(now, 0);
+  const end = writeCommand(out, ENTRY_CLOCK_BYTES, sized);
+  if (end !== out.byteLength) throw new Error(`queue entry encoded to ${end} bytes, sized ${out.byteLength}`);
+  encodedCommands.set(out, command);
+  return out;
+}
+
+/**
+ * Encodes several commands as one entry: the clock prefix, then `QueueEntry { batch: [...] }`.
+ * Every message's bytes are copied once, into this entry.
+ */
+export function encodeQueueBatch(commands: readonly EntryCommand[], now = 0): Uint8Array {
+  const sized = commands.map(sizeCommand);
+  let size = ENTRY_CLOCK_BYTES;
+  for (const s of sized) size += bytesFieldBytes(s.size);
   const out = Buffer.allocUnsafe(size);
   out.writeDoubleLE(now, 0);
   let at = ENTRY_CLOCK_BYTES;
-  out[at++] = QUEUE_ENTRY_COMMAND;
-  at = writeVarint(out, at, jsonBytes);
-  at += out.write(json, at, jsonBytes, 'utf8');
-  if (body !== null) writeBytesField(out, at, QUEUE_ENTRY_MESSAGE, body);
-  encodedCommands.set(out, command);
+  for (const s of sized) {
+    out[at++] = QUEUE_ENTRY_BATCH;
+    at = writeVarint(out, at, s.size);
+    at = writeCommand(out, at, s);
+  }
+  if (at !== size) throw new Error(`queue batch encoded to ${at} bytes, sized ${size}`);
+  encodedCommands.set(
+    out,
+    commands.map((c) => c.command),
+  );
   return out;
 }
 
@@ -79,33 +127,61 @@ export function stampEntry(data: Uint8Array, now: number): void {
   asBuffer(data).writeDoubleLE(now, 0);
 }
 
-export interface DecodedQueueEntry {
-  readonly now: number;
+export interface DecodedCommand {
   readonly command: Command;
-  /** The encoded Message (a view into `data`), or null. */
+  /** The encoded Message (a view into the entry), or null. */
   readonly message: Uint8Array | null;
 }
 
-/** Decodes an entry; the message stays encoded. Throws on malformed bytes. */
+export interface DecodedQueueEntry {
+  readonly now: number;
+  /** The entry's commands in order: one, or a batch's. */
+  readonly commands: readonly DecodedCommand[];
+  /** Whether the entry is a batch (its commands' replies go back as a list). */
+  readonly batch: boolean;
+}
+
+/** Reads one QueueEntry's command and message up to `end`; `known` skips the JSON. */
+function readCommand(reader: Reader, end: number, known: Command | undefined): DecodedCommand {
+  let command: string | null = null;
+  let message: Uint8Array | null = null;
+  while (reader.pos < end) {
+    const t = reader.uint32();
+    if (t === QUEUE_ENTRY_COMMAND) {
+      if (known === undefined) command = reader.string();
+      else reader.skipType(WIRE_LENGTH_DELIMITED);
+    } else if (t === QUEUE_ENTRY_MESSAGE) message = reader.bytes();
+    else if (t === QUEUE_ENTRY_BATCH) throw new Error('a batched queue entry holds a batch');
+    else reader.skipType(t & 7);
+  }
+  if (reader.pos !== end) throw new Error('queue entry field past its end');
+  if (known !== undefined) return { command: known, message };
+  if (command === null) throw new Error('queue entry without a command');
+  return { command: JSON.parse(command) as Command, message };
+}
+
+/** Decodes an entry; messages stay encoded. Throws on malformed bytes. */
 export function decodeQueueEntry(data: Uint8Array): DecodedQueueEntry {
   if (data.byteLength < ENTRY_CLOCK_BYTES) throw new Error('queue entry too short');
   const buf = asBuffer(data);
   const now = buf.readDoubleLE(0);
   const reader = Reader.create(buf.subarray(ENTRY_CLOCK_BYTES));
   const known = encodedCommands.get(data);
-  let command: string | null = null;
-  let message: Uint8Array | null = null;
-  while (reader.pos < reader.len) {
-    const t = reader.uint32();
-    if (t === QUEUE_ENTRY_COMMAND) {
-      if (known === undefined) command = reader.string();
-      else reader.skipType(WIRE_LENGTH_DELIMITED);
-    } else if (t === QUEUE_ENTRY_MESSAGE) message = reader.bytes();
-    else reader.skipType(t & 7);
+  // A batch's elements come first: a batch entry has no top-level command.
+  if (reader.len > 0 && reader.buf[0] === QUEUE_ENTRY_BATCH) {
+    const knownBatch = Array.isArray(known) ? (known as readonly Command[]) : undefined;
+    const commands: DecodedCommand[] = [];
+    while (reader.pos < reader.len) {
+      const t = reader.uint32();
+      if (t !== QUEUE_ENTRY_BATCH) throw new Error('a batch entry with a field other than its batch');
+      const end = reader.uint32() + reader.pos;
+      if (end > reader.len) throw new Error('queue batch element past the end');
+      commands.push(readCommand(reader, end, knownBatch?.[commands.length]));
+    }
+    return { now, commands, batch: true };
   }
-  if (known !== undefined) return { now, command: known, message };
-  if (command === null) throw new Error('queue entry without a command');
-  return { now, command: JSON.parse(command) as Command, message };
+  const single = readCommand(reader, reader.len, Array.isArray(known) ? undefined : (known as Command | undefined));
+  return { now, commands: [single], batch: false };
 }
 
 // ------------------------------------------------------------------------------------

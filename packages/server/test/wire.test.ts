@@ -11,10 +11,13 @@ import {
   decodeQueueSnapshot,
   encodeConsumeResponse,
   encodePublishOutcomes,
+  encodeQueueBatch,
   encodeQueueEntry,
   encodeQueueSnapshot,
   rawMessageOf,
   stampEntry,
+  type DecodedCommand,
+  type EntryCommand,
 } from '../src/wire.js';
 
 import pb = quorumq.v1;
@@ -37,10 +40,18 @@ function generatedEntry(now: number, cmd: Command, msg: pb.Message.$Properties |
   return out;
 }
 
+/** The only command of a plain entry. */
+function single(data: Uint8Array): DecodedCommand & { now: number } {
+  const decoded = decodeQueueEntry(data);
+  expect(decoded.batch).toBe(false);
+  expect(decoded.commands).toHaveLength(1);
+  return { ...decoded.commands[0]!, now: decoded.now };
+}
+
 describe('queue entries', () => {
   it('carry an encoded message byte for byte, and decode to the same command and clock', () => {
     const data = encodeQueueEntry(command, encodedMessage, 1_700_000_000_123);
-    const decoded = decodeQueueEntry(data);
+    const decoded = single(data);
     expect(decoded.now).toBe(1_700_000_000_123);
     expect(decoded.command).toEqual(command);
     expect(Buffer.from(decoded.message ?? [])).toEqual(encodedMessage);
@@ -54,32 +65,79 @@ describe('queue entries', () => {
     expect(theirs.message?.routingKey).toBe('orders.eu');
     expect(theirs.message?.headers?.['tenant']?.stringValue).toBe('acme');
     // An entry written by the generated code (an existing log) still decodes.
-    const old = decodeQueueEntry(generatedEntry(7, command, message));
+    const old = single(generatedEntry(7, command, message));
     expect(old.now).toBe(7);
     expect(pb.Message.decode(old.message ?? new Uint8Array(0)).properties?.priority).toBe(3);
   });
 
   it('without a message, and with a multi-byte length and non-ASCII command', () => {
     const settle: Command = { type: 'ack', consumerId: `n1/ü-${'c'.repeat(200)}`, deliveryTag: 2 ** 40, multiple: true };
-    const decoded = decodeQueueEntry(encodeQueueEntry(settle, null, 5));
+    const decoded = single(encodeQueueEntry(settle, null, 5));
     expect(decoded.command).toEqual(settle);
     expect(decoded.message).toBeNull();
     const big = Buffer.alloc(300_000, 7);
-    const withBig = decodeQueueEntry(encodeQueueEntry(command, pb.Message.encode({ body: big }).finish(), 0));
+    const withBig = single(encodeQueueEntry(command, pb.Message.encode({ body: big }).finish(), 0));
     expect(Buffer.from(pb.Message.decode(withBig.message ?? new Uint8Array(0)).body ?? [])).toEqual(big);
   });
 
   it('stampEntry rewrites the clock in place', () => {
     const data = encodeQueueEntry(command, encodedMessage, 0);
     stampEntry(data, 99.5);
-    expect(decodeQueueEntry(data).now).toBe(99.5);
-    expect(decodeQueueEntry(data.subarray(0)).command).toEqual(command);
+    expect(single(data).now).toBe(99.5);
+    // A copy (not the buffer this node encoded) parses its command.
+    expect(single(Buffer.from(data)).command).toEqual(command);
   });
 
   it('malformed bytes throw instead of decoding to something', () => {
     expect(() => decodeQueueEntry(new Uint8Array(3))).toThrow(/too short/);
     expect(() => decodeQueueEntry(Buffer.concat([Buffer.alloc(8), Buffer.from([0x1a, 0x05, 1])]))).toThrow();
     expect(() => decodeQueueEntry(Buffer.alloc(8))).toThrow(/without a command/);
+  });
+});
+
+describe('batch entries', () => {
+  const settle: Command = { type: 'ack', consumerId: 'n1/c-1', deliveryTag: 3, multiple: false };
+  const other = Buffer.from(pb.Message.encode({ body: Buffer.alloc(2000, 9), routingKey: 'q' }).finish());
+  const commands: EntryCommand[] = [
+    { command, message: encodedMessage },
+    { command: settle, message: null },
+    { command: { ...command, routingKeys: ['ü'] }, message: other },
+    { command, message },
+  ];
+
+  it('hold every command in order, with its message byte for byte, under one clock', () => {
+    for (const data of [encodeQueueBatch(commands, 77), Buffer.from(encodeQueueBatch(commands, 77))]) {
+      // The buffer this node encoded skips the JSON; a copy (a follower's) parses it.
+      const decoded = decodeQueueEntry(data);
+      expect(decoded.batch).toBe(true);
+      expect(decoded.now).toBe(77);
+      expect(decoded.commands.map((c) => c.command)).toEqual([command, settle, { ...command, routingKeys: ['ü'] }, command]);
+      expect(Buffer.from(decoded.commands[0]!.message ?? [])).toEqual(encodedMessage);
+      expect(decoded.commands[1]!.message).toBeNull();
+      expect(Buffer.from(decoded.commands[2]!.message ?? [])).toEqual(other);
+      expect(pb.Message.decode(decoded.commands[3]!.message ?? new Uint8Array(0)).headers?.['tenant']?.stringValue).toBe('acme');
+    }
+  });
+
+  it('are what the generated code writes for QueueEntry { batch }', () => {
+    const generated = pb.QueueEntry.encode({
+      batch: commands.map((c) => ({ command: JSON.stringify(c.command), message: c.message instanceof Uint8Array ? pb.Message.decode(c.message) : c.message })),
+    }).finish();
+    expect(Buffer.from(encodeQueueBatch(commands, 0)).subarray(8)).toEqual(Buffer.from(generated));
+    // An entry the generated code wrote decodes too.
+    const prefixed = Buffer.concat([Buffer.alloc(8), generated]);
+    expect(decodeQueueEntry(prefixed).commands.map((c) => c.command.type)).toEqual(['enqueue', 'ack', 'enqueue', 'enqueue']);
+  });
+
+  it('refuse a batch inside a batch, stray fields and truncated elements', () => {
+    const inner = encodeQueueBatch([commands[1]!], 0).subarray(8);
+    expect(inner.length).toBeLessThan(128);
+    const nested = Buffer.concat([Buffer.alloc(8), Buffer.from([0x22, inner.length]), inner]);
+    expect(() => decodeQueueEntry(nested)).toThrow(/holds a batch/);
+    const stray = Buffer.concat([Buffer.from(encodeQueueBatch(commands.slice(1, 2), 0)), Buffer.from([0x12, 0x02, 0x7b, 0x7d])]);
+    expect(() => decodeQueueEntry(stray)).toThrow(/other than its batch/);
+    const whole = Buffer.from(encodeQueueBatch(commands, 0));
+    expect(() => decodeQueueEntry(whole.subarray(0, whole.length - 10))).toThrow();
   });
 });
 

@@ -1,0 +1,119 @@
+/**
+ * Batching on a queue's leader: the commands proposed to one queue group within one turn of
+ * the event loop (a client's publish batch, several streams' publishes) become one Raft entry
+ * (`QueueEntry.batch`, see wire.ts). Raft, the WAL and the peers then handle one entry, one
+ * record and one proposal for all of them, where they handled one per message before; every
+ * replica still applies each command on its own, in order.
+ *
+ * A command alone in its turn is proposed as a plain entry. When the batch's proposal fails
+ * before it can have committed (this node stopped leading, or a new leader overwrote it),
+ * each command added with `retry` is handed to `fallback` on its own (the general path, which
+ * finds the leader and retries); other commands, and every command after any other failure
+ * (the outcome is unknown), fail.
+ */
+import { quorumq } from '@quorumq/proto';
+import type { Command } from '@quorumq/queue';
+
+import type { QueueApplyResult } from './queue-replica.js';
+import { ENTRY_SPAN } from './queue-replica.js';
+import type { RaftGroup } from './raft-group.js';
+import { encodeQueueBatch, encodeQueueEntry, type EntryCommand } from './wire.js';
+
+import pb = quorumq.v1;
+
+/** A batch is proposed once its messages reach this many bytes (a larger message goes alone). */
+export const BATCH_BYTES_MAX = 1024 * 1024;
+
+interface Item extends EntryCommand {
+  /** Whether a retriable failure goes to `fallback` (else it fails the command). */
+  readonly retry: boolean;
+  readonly resolve: (result: QueueApplyResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+export interface EntryBatcherOptions {
+  readonly group: RaftGroup<QueueApplyResult>;
+  /** For error messages: `queue "name"`. */
+  readonly what: string;
+  /** How long a proposal may take to commit. */
+  readonly timeoutMs: number;
+  /** Whether a failed proposal is known not to have committed (safe to propose again). */
+  readonly retriable: (error: unknown) => boolean;
+  /** Proposes one command the general way (after a retriable failure). */
+  readonly fallback: (data: Uint8Array) => Promise<QueueApplyResult>;
+}
+
+function messageBytes(message: pb.Message.$Properties | Uint8Array | null): number {
+  if (message === null) return 0;
+  if (message instanceof Uint8Array) return message.byteLength;
+  return message.body?.length ?? 0;
+}
+
+export class EntryBatcher {
+  private items: Item[] = [];
+  private bytes = 0;
+  private readonly flushNow = (): void => this.flush();
+
+  constructor(private readonly options: EntryBatcherOptions) {}
+
+  /**
+   * Adds a command to this turn's batch; resolves with its own result once applied here.
+   * With `retry` false, a failure is final whatever it is (the caller handles it).
+   */
+  add(command: Command, message: pb.Message.$Properties | Uint8Array | null, retry = true): Promise<QueueApplyResult> {
+    const size = messageBytes(message);
+    if (this.items.length > 0 && (this.bytes + size > BATCH_BYTES_MAX || this.items.length >= ENTRY_SPAN)) this.flush();
+    return new Promise<QueueApplyResult>((resolve, reject) => {
+      if (this.items.length === 0) queueMicrotask(this.flushNow);
+      this.items.push({ command, message, retry, resolve, reject });
+      this.bytes += size;
+    });
+  }
+
+  /** Proposes what was gathered (also called by the microtask `add` queued). */
+  flush(): void {
+    const items = this.items;
+    if (items.length === 0) return;
+    this.items = [];
+    this.bytes = 0;
+    let data: Uint8Array;
+    try {
+      data = items.length === 1 ? encodeQueueEntry(items[0]!.command, items[0]!.message, Date.now()) : encodeQueueBatch(items, Date.now());
+    } catch {
+      // One command that cannot be encoded fails alone.
+      for (const item of items) this.proposeAlone(item);
+      return;
+    }
+    this.options.group.propose(data, Date.now() + this.options.timeoutMs, this.options.what).then(
+      (result) => {
+        if (items.length === 1) {
+          items[0]!.resolve(result);
+          return;
+        }
+        // A batch entry the replica could not read replies with one error for all.
+        const results = result.batch;
+        for (let i = 0; i < items.length; i++) items[i]!.resolve(results?.[i] ?? result);
+      },
+      (error: unknown) => {
+        const retriable = this.options.retriable(error);
+        for (const item of items) {
+          if (retriable && item.retry) this.proposeAlone(item);
+          else item.reject(error);
+        }
+      },
+    );
+  }
+
+  /** Proposes one command on its own: the general way, or here without retries. */
+  private proposeAlone(item: Item): void {
+    let data: Uint8Array;
+    try {
+      data = encodeQueueEntry(item.command, item.message, Date.now());
+    } catch (error) {
+      item.reject(error);
+      return;
+    }
+    const proposed = item.retry ? this.options.fallback(data) : this.options.group.propose(data, Date.now() + this.options.timeoutMs, this.options.what);
+    proposed.then(item.resolve, item.reject);
+  }
+}
