@@ -105,18 +105,22 @@ export class Publisher {
     }
     return new Promise<PublishResult>((resolve, reject) => {
       const id = this.nextId++;
-      const full: quorumq.v1.PublishRequest.$Properties = { ...request, publishId: id };
+      // `request` is this publish's own object: it is completed in place.
+      const full = request;
+      full.publishId = id;
       if (this.producerId !== undefined) {
         full.producerId = this.producerId;
         full.sequence = this.nextSequence++;
       }
+      const parts = messageParts(full.message ?? {});
       const wire: OutgoingPublish = {
         publishId: id,
         exchange: full.exchange ?? '',
         mandatory: full.mandatory ?? false,
         producerId: full.producerId ?? undefined,
         sequence: full.sequence == null ? undefined : wireNumber(full.sequence),
-        ...messageParts(full.message ?? {}),
+        body: parts.body,
+        rest: parts.rest,
       };
       const entry: Pending = { id, request: full, wire, resolve, reject, sentOn: 0, resent: false };
       this.pending.set(id, entry);

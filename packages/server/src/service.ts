@@ -19,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
-import { moveProgress, route, TopologyError, type Command, type Deaths, type DeadLetterReason, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
+import { moveProgress, route, TopologyError, type Command, type EnqueueCommand, type Deaths, type DeadLetterReason, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
 import {
   BrokerError,
@@ -391,18 +391,21 @@ export class BrokerApi {
     // the machine command rather than in the stored message.
     const raw = deaths === undefined && message.firstDeath == null && message.lastDeath == null ? rawMessageOf(message) : undefined;
     const stored: pb.Message.$Properties | Uint8Array = raw ?? { ...message, deaths: [], firstDeath: null, lastDeath: null };
-    const command: Command = {
+    const command: { -readonly [K in keyof EnqueueCommand]: EnqueueCommand[K] } = {
       type: 'enqueue',
       sizeBytes: message.body?.length ?? 0,
       exchange,
       routingKeys: [routingKey],
-      ...(properties.priority != null ? { priority: properties.priority } : {}),
-      ...(properties.expirationMs != null ? { expirationMs: properties.expirationMs } : {}),
-      ...(message.delayMs != null ? { delayMs: message.delayMs } : {}),
-      ...(message.notBeforeMs != null ? { notBefore: message.notBeforeMs } : {}),
-      ...(producerId !== '' ? { producerId, sequence: request.sequence ?? 0 } : {}),
-      ...(deaths !== undefined ? { deaths } : {}),
     };
+    if (properties.priority != null) command.priority = properties.priority;
+    if (properties.expirationMs != null) command.expirationMs = Number(properties.expirationMs);
+    if (message.delayMs != null) command.delayMs = Number(message.delayMs);
+    if (message.notBeforeMs != null) command.notBefore = Number(message.notBeforeMs);
+    if (producerId !== '') {
+      command.producerId = producerId;
+      command.sequence = Number(request.sequence ?? 0);
+    }
+    if (deaths !== undefined) command.deaths = deaths;
     if (this.node.config.testOnlyConfirmBeforeCommit) {
       // Deliberately broken (test-only switch): confirm before the message is committed.
       for (const queue of targets) void this.node.proposeQueue(queue, command, stored).catch(() => undefined);

@@ -256,29 +256,58 @@ export function rawMessageOf(message: pb.Message.$Properties): Uint8Array | unde
   return rawMessages.get(message);
 }
 
-function keepRawMessage(request: pb.PublishRequest, bytes: Uint8Array): void {
-  if (request.message == null) return;
-  // A repeated `message` field merges on decode: only a single occurrence is the message as is.
-  let raw: Uint8Array | null = null;
-  let occurrences = 0;
+const PUBLISH_ID = tag(1, WIRE_VARINT);
+const PUBLISH_EXCHANGE = tag(2, WIRE_LENGTH_DELIMITED);
+const PUBLISH_MANDATORY = tag(4, WIRE_VARINT);
+const PUBLISH_PRODUCER_ID = tag(5, WIRE_LENGTH_DELIMITED);
+const PUBLISH_SEQUENCE = tag(6, WIRE_VARINT);
+
+/**
+ * Reads a PublishRequest field by field, as the generated code would, keeping the bytes of
+ * its message (`rawMessageOf`). A message field sent twice merges on decode: that request
+ * goes to the generated code and keeps no bytes.
+ */
+function readPublish(bytes: Uint8Array): pb.PublishRequest {
   const reader = Reader.create(bytes);
+  const request = new pb.PublishRequest();
+  let raw: Uint8Array | null = null;
   while (reader.pos < reader.len) {
     const t = reader.uint32();
-    if (t === PUBLISH_MESSAGE) {
-      raw = reader.bytes();
-      occurrences += 1;
-    } else {
-      reader.skipType(t & 7);
+    switch (t) {
+      case PUBLISH_ID:
+        request.publishId = Number(reader.uint64());
+        break;
+      case PUBLISH_EXCHANGE:
+        request.exchange = reader.string();
+        break;
+      case PUBLISH_MESSAGE:
+        if (raw !== null) return pb.PublishRequest.decode(bytes);
+        raw = reader.bytes();
+        break;
+      case PUBLISH_MANDATORY:
+        request.mandatory = reader.bool();
+        break;
+      case PUBLISH_PRODUCER_ID:
+        request.producerId = reader.string();
+        break;
+      case PUBLISH_SEQUENCE:
+        request.sequence = Number(reader.uint64());
+        break;
+      default:
+        reader.skipType(t & 7);
     }
   }
-  if (occurrences === 1 && raw !== null) rawMessages.set(request.message, raw);
+  if (raw !== null) {
+    const message = pb.Message.decode(raw);
+    request.message = message;
+    rawMessages.set(message, raw);
+  }
+  return request;
 }
 
 /** grpc-js deserializer of the unary Publish request. */
 export function decodePublishRequest(bytes: Buffer): pb.PublishRequest {
-  const request = pb.PublishRequest.decode(bytes);
-  keepRawMessage(request, bytes);
-  return request;
+  return readPublish(bytes);
 }
 
 /** grpc-js deserializer of PublishStream's batches. */
@@ -287,14 +316,8 @@ export function decodePublishBatch(bytes: Buffer): pb.PublishBatch {
   const reader = Reader.create(bytes);
   while (reader.pos < reader.len) {
     const t = reader.uint32();
-    if (t === BATCH_PUBLISH) {
-      const sub = reader.bytes();
-      const request = pb.PublishRequest.decode(sub);
-      keepRawMessage(request, sub);
-      batch.publishes.push(request);
-    } else {
-      reader.skipType(t & 7);
-    }
+    if (t === BATCH_PUBLISH) batch.publishes.push(readPublish(reader.bytes()));
+    else reader.skipType(t & 7);
   }
   return batch;
 }

@@ -174,8 +174,13 @@ describe('publish requests keep the client bytes', () => {
     const requests: pb.PublishRequest.$Properties[] = [
       { publishId: 1, exchange: 'orders', message, mandatory: true },
       { publishId: 2, exchange: '', message: { body: Buffer.from('x'), routingKey: 'q' }, producerId: 'p', sequence: 9 },
+      { publishId: 2 ** 40, exchange: 'обмен', producerId: 'p', sequence: 0 },
+      { publishId: 0, message: {} },
     ];
-    const bytes = Buffer.from(pb.PublishBatch.encode({ publishes: requests }).finish());
+    // A field this version does not know (15, varint) inside the last request is skipped.
+    const encoded = pb.PublishBatch.encode({ publishes: requests }).finish();
+    expect(Buffer.from(encoded.subarray(encoded.length - 4))).toEqual(Buffer.from([0x0a, 0x02, 0x1a, 0x00]));
+    const bytes = Buffer.concat([encoded.subarray(0, encoded.length - 4), Buffer.from([0x0a, 0x04, 0x1a, 0x00, 0x78, 0x01])]);
     const batch = decodePublishBatch(bytes);
     const plain = (p: pb.PublishRequest.$Properties): Record<string, unknown> => pb.PublishRequest.toObject(p as pb.PublishRequest);
     expect(batch.publishes.map(plain)).toEqual(pb.PublishBatch.decode(bytes).publishes.map(plain));
