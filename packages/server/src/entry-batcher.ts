@@ -1,9 +1,10 @@
 /**
- * Batching on a queue's leader: the commands proposed to one queue group within one turn of
- * the event loop (a client's publish batch, several streams' publishes) become one Raft entry
- * (`QueueEntry.batch`, see wire.ts). Raft, the WAL and the peers then handle one entry, one
- * record and one proposal for all of them, where they handled one per message before; every
- * replica still applies each command on its own, in order.
+ * Batching: the commands proposed to one queue within one turn of the event loop (a client's
+ * publish batch, several streams' publishes) become one Raft entry (`QueueEntry.batch`, see
+ * wire.ts). Raft, the WAL and the peers then handle one entry, one record and one proposal
+ * for all of them, where they handled one per message before; every replica still applies
+ * each command on its own, in order. On the queue's leader the entry is proposed there; on
+ * another node it is forwarded to the leader as one request.
  *
  * A command alone in its turn is proposed as a plain entry. When the batch's proposal fails
  * before it can have committed (this node stopped leading, or a new leader overwrote it),
@@ -16,7 +17,6 @@ import type { Command } from '@quorumq/queue';
 
 import type { QueueApplyResult } from './queue-replica.js';
 import { ENTRY_SPAN } from './queue-replica.js';
-import type { RaftGroup } from './raft-group.js';
 import { encodeQueueBatch, encodeQueueEntry, type EntryCommand } from './wire.js';
 
 import pb = quorumq.v1;
@@ -32,11 +32,8 @@ interface Item extends EntryCommand {
 }
 
 export interface EntryBatcherOptions {
-  readonly group: RaftGroup<QueueApplyResult>;
-  /** For error messages: `queue "name"`. */
-  readonly what: string;
-  /** How long a proposal may take to commit. */
-  readonly timeoutMs: number;
+  /** Proposes an encoded entry (the batch, or a plain entry for one command). */
+  readonly propose: (data: Uint8Array) => Promise<QueueApplyResult>;
   /** Whether a failed proposal is known not to have committed (safe to propose again). */
   readonly retriable: (error: unknown) => boolean;
   /** Proposes one command the general way (after a retriable failure). */
@@ -84,7 +81,7 @@ export class EntryBatcher {
       for (const item of items) this.proposeAlone(item);
       return;
     }
-    this.options.group.propose(data, Date.now() + this.options.timeoutMs, this.options.what).then(
+    this.options.propose(data).then(
       (result) => {
         if (items.length === 1) {
           items[0]!.resolve(result);
@@ -113,7 +110,7 @@ export class EntryBatcher {
       item.reject(error);
       return;
     }
-    const proposed = item.retry ? this.options.fallback(data) : this.options.group.propose(data, Date.now() + this.options.timeoutMs, this.options.what);
+    const proposed = item.retry ? this.options.fallback(data) : this.options.propose(data);
     proposed.then(item.resolve, item.reject);
   }
 }

@@ -23,7 +23,7 @@ import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } f
 import { NodeMetrics } from './metrics.js';
 import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
 import { EntryBatcher } from './entry-batcher.js';
-import { encodeQueueEntry, stampEntry, type OutgoingDelivery } from './wire.js';
+import { stampEntry, type OutgoingDelivery } from './wire.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
 import { ForwardError, PeerTransport } from './transport.js';
@@ -62,11 +62,16 @@ export interface LocalQueue {
   readonly batcher: EntryBatcher;
 }
 
+/** Forwarding batchers kept at most (one per queue name; a batcher in use survives a reset). */
+const FORWARDING_BATCHERS_MAX = 10_000;
+
 export class BrokerNode {
   readonly metrics = new NodeMetrics();
   readonly meta: MetaMachine;
   readonly metaGroup: RaftGroup<MetaReply>;
   readonly queues = new Map<string, LocalQueue>();
+  /** Batches of commands to queues this node does not lead, by queue name (see proposeQueueFull). */
+  private readonly forwarding = new Map<string, EntryBatcher>();
   readonly consumers = new Map<string, LocalConsumer>();
   private ticker: NodeJS.Timeout | null = null;
   private diskTimer: NodeJS.Timeout | null = null;
@@ -252,9 +257,7 @@ export class BrokerNode {
     });
     const what = `queue ${JSON.stringify(definition.name)}`;
     const batcher = new EntryBatcher({
-      group,
-      what,
-      timeoutMs: this.config.requestTimeoutMs,
+      propose: (data) => group.propose(data, Date.now() + this.config.requestTimeoutMs, what),
       retriable: (error) => retriable(error) && !this.stopping,
       fallback: (data) => this.proposeQueueAnywhere(definition.name, data),
     });
@@ -542,13 +545,15 @@ export class BrokerNode {
     // The common case: this node leads the queue. The command joins this turn's batch entry
     // (see EntryBatcher, which also retries the general way when leadership just moved).
     if (local !== undefined && local.group.isLeader && !this.stopping && this.meta.queues.has(name)) return local.batcher.add(command, message);
-    let data: Uint8Array;
-    try {
-      data = encodeQueueEntry(command, message);
-    } catch (error) {
-      return Promise.reject(error);
+    // Elsewhere: this turn's commands to the queue go to its leader as one batch entry
+    // (proposeQueueAnywhere finds the leader and retries; its failures are final).
+    let batcher = this.forwarding.get(name);
+    if (batcher === undefined) {
+      if (this.forwarding.size >= FORWARDING_BATCHERS_MAX) this.forwarding.clear();
+      batcher = new EntryBatcher({ propose: (data) => this.proposeQueueAnywhere(name, data), retriable: () => false, fallback: (data) => this.proposeQueueAnywhere(name, data) });
+      this.forwarding.set(name, batcher);
     }
-    return this.proposeQueueAnywhere(name, data);
+    return batcher.add(command, message);
   }
 
   /** Proposes an encoded queue entry on the queue's leader, wherever it is (see withLeader). */

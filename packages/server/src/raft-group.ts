@@ -246,9 +246,10 @@ export class RaftGroup<R> {
         });
       } else if (ready.hardState !== null) {
         // Only the commit index moved: it is recomputed after a crash, so nothing waits
-        // for this write (the storage keeps the group's writes in order).
+        // for this write, and it costs no fdatasync of its own: it goes with the next
+        // write that needs one (the storage keeps the group's writes in order).
         this.options.storage
-          .persist(this.groupId, { hardState: ready.hardState, entries: [], snapshot: null })
+          .persist(this.groupId, { hardState: ready.hardState, entries: [], snapshot: null }, true)
           .catch((error: unknown) => this.fatal(error));
       }
       if (this.stopped) return;

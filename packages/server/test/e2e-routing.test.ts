@@ -49,19 +49,28 @@ async function expectError(promise: Promise<unknown>, code: string, reason?: str
   return q;
 }
 
-describe('batching on the leader', () => {
-  it('publishes in flight together share Raft entries, and keep their order', async () => {
-    await client.declareQueue('batched');
-    const before = (await client.queueStatus('batched')).commitIndex;
-    const publisher = client.createPublisher({ maxInFlight: 400 });
-    const results = await Promise.all(Array.from({ length: 400 }, (_, i) => publisher.publish('batched', `b${i}`)));
+describe('batching', () => {
+  /** Publishes `count` messages with `count` in flight through `via`; returns how many log entries they took. */
+  async function publishTogether(via: QuorumqClient, queue: string, count: number): Promise<number> {
+    const before = (await client.queueStatus(queue)).commitIndex;
+    const publisher = via.createPublisher({ maxInFlight: count });
+    const results = await Promise.all(Array.from({ length: count }, (_, i) => publisher.publish(queue, `${queue}-${i}`)));
     await publisher.close();
     expect(results.every((r) => r.outcome === 'confirmed')).toBe(true);
-    const status = await client.queueStatus('batched');
-    expect(status.ready).toBe(400);
-    // One entry per message would be 400; batches of what arrived in one turn are far fewer.
-    expect(status.commitIndex - before).toBeLessThan(100);
-    expect(await take('batched', 400)).toEqual(Array.from({ length: 400 }, (_, i) => `b${i}`));
+    return (await client.queueStatus(queue)).commitIndex - before;
+  }
+
+  it('publishes in flight together share Raft entries on the leader and through a follower, and keep their order', async () => {
+    await client.declareQueue('batched');
+    const leader = await cluster.leaderOf('batched', client);
+    const follower = cluster.nodes.find((n) => n.id !== leader)!;
+    // One entry per message would be 400 each time; batches of what arrived in one turn are far fewer.
+    expect(await publishTogether(client, 'batched', 400)).toBeLessThan(100);
+    // A client that only knows a follower: that node forwards each turn's publishes as one entry.
+    const viaFollower = cluster.client({ nodes: [follower.address], leaderRouting: false });
+    expect(await publishTogether(viaFollower, 'batched', 400)).toBeLessThan(100);
+    expect((await client.queueStatus('batched')).ready).toBe(800);
+    expect(await take('batched', 800)).toEqual(Array.from({ length: 800 }, (_, i) => `batched-${i % 400}`));
   });
 });
 

@@ -4,20 +4,17 @@ import { describe, expect, it } from 'vitest';
 import { BATCH_BYTES_MAX, EntryBatcher } from '../src/entry-batcher.js';
 import { BrokerError, Status } from '../src/errors.js';
 import type { QueueApplyResult } from '../src/queue-replica.js';
-import type { RaftGroup } from '../src/raft-group.js';
 import { decodeQueueEntry } from '../src/wire.js';
 
 const enqueue = (n: number): Command => ({ type: 'enqueue', sizeBytes: n, exchange: '', routingKeys: ['q'] });
 
-/** A group that records proposals and answers each with `answer`. */
+/** A proposer that records proposals and answers each with `answer`. */
 function fakeGroup(answer: (data: Uint8Array) => Promise<QueueApplyResult>) {
   const proposed: Uint8Array[] = [];
-  const group = {
-    propose: (data: Uint8Array) => {
-      proposed.push(data);
-      return answer(data);
-    },
-  } as unknown as RaftGroup<QueueApplyResult>;
+  const group = (data: Uint8Array): Promise<QueueApplyResult> => {
+    proposed.push(data);
+    return answer(data);
+  };
   return { group, proposed };
 }
 
@@ -31,8 +28,8 @@ function applied(data: Uint8Array): Promise<QueueApplyResult> {
 const notLeader = new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', 'this node does not lead queue/q');
 const unknown = new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', 'did not commit in time');
 
-function batcher(group: RaftGroup<QueueApplyResult>, fallback: (data: Uint8Array) => Promise<QueueApplyResult> = applied) {
-  return new EntryBatcher({ group, what: 'queue "q"', timeoutMs: 1000, retriable: (e) => e instanceof BrokerError && e.reason === 'NOT_LEADER', fallback });
+function batcher(propose: (data: Uint8Array) => Promise<QueueApplyResult>, fallback: (data: Uint8Array) => Promise<QueueApplyResult> = applied) {
+  return new EntryBatcher({ propose, retriable: (e) => e instanceof BrokerError && e.reason === 'NOT_LEADER', fallback });
 }
 
 describe('the entry batcher', () => {

@@ -191,7 +191,12 @@ export class NodeStorage {
    * A snapshot means "installed from the leader": the log restarts after it.
    * Calls for one group must come in Ready order (they are queued in call order).
    */
-  persist(groupId: string, update: PersistUpdate): Promise<void> {
+  /**
+   * Persists a Ready's hard state, entries and snapshot, in order with the group's earlier
+   * persists. With `lazy` (only for a hard state whose commit index alone moved, which is
+   * recomputed after a crash) the records wait for the next flush instead of starting one.
+   */
+  persist(groupId: string, update: PersistUpdate, lazy = false): Promise<void> {
     let group: GroupState;
     let plan: KvPlan;
     try {
@@ -203,7 +208,7 @@ export class NodeStorage {
       return Promise.reject(error);
     }
     if (!plan.registerMember && plan.install === null && group.lane === null) {
-      return this.enqueueUpdate(group, update);
+      return this.enqueueUpdate(group, update, lazy);
     }
     const enqueued = this.onLane(group, async () => {
       this.assertGroupWritable(group);
@@ -213,7 +218,7 @@ export class NodeStorage {
         group.failure ??= asError(error); // later persists of the group were validated against this one
         throw error;
       }
-      return { durable: this.enqueueUpdate(group, update) };
+      return { durable: this.enqueueUpdate(group, update, lazy) };
     });
     return enqueued.then(({ durable }) => durable);
   }
@@ -385,7 +390,7 @@ export class NodeStorage {
   }
 
   /** Queues the update's WAL records; the durable view advances when they are durable. */
-  private enqueueUpdate(group: GroupState, update: PersistUpdate): Promise<void> {
+  private enqueueUpdate(group: GroupState, update: PersistUpdate, lazy: boolean): Promise<void> {
     const records: WalRecord[] = update.entries.map((entry) => ({ kind: 'entry', groupId: group.id, entry }));
     if (update.hardState !== null) records.push({ kind: 'hardState', groupId: group.id, hardState: update.hardState });
     if (records.length === 0) return Promise.resolve();
@@ -398,7 +403,7 @@ export class NodeStorage {
         if (first !== undefined) group.noteIfOverwrite(queued.positions[0]!.seq, first.index);
         group.appendDurable(update.entries);
         if (update.hardState !== null) group.setDurableHardState(update.hardState, queued.positions[records.length - 1]!);
-      });
+      }, lazy);
       durable = queued.durable;
     } catch (error) {
       durable = Promise.reject(error);

@@ -215,6 +215,8 @@ export class Wal {
   private pending: Pending[] = [];
   private flushing = false;
   private flushScheduled = false;
+  /** Something queued asked for a flush (see `enqueue`'s `lazy`). */
+  private urgent = false;
   /** First segment the in-flight flush writes to: its records are not acknowledged yet. */
   private inFlightFirstSeq: number | null = null;
   private idleWaiters: Array<() => void> = [];
@@ -287,14 +289,23 @@ export class Wal {
    * resolves and before the flush is over, so bookkeeping that depends on durability can
    * never be observed half-done.
    */
-  enqueue(records: readonly WalRecord[], onDurable?: () => void): Enqueued {
+  /**
+   * Queues records; they are written and datasynced by the next flush, in order. A `lazy`
+   * enqueue does not start a flush: its records wait for the next enqueue that does (or for
+   * `close`). For records whose loss in a crash is harmless (a Raft commit index, which is
+   * recomputed), so that they cost no fdatasync of their own.
+   */
+  enqueue(records: readonly WalRecord[], onDurable?: () => void, lazy = false): Enqueued {
     this.assertAppendable();
     assert(records.length > 0, 'enqueue of no records');
     const positions = this.place(records, encodeRecords(records, this.arenas.allocate));
     const durable = new Promise<void>((resolve, reject) => {
       this.pending.push({ records: records.length, onDurable, resolve, reject });
     });
-    this.kick();
+    if (!lazy) {
+      this.urgent = true;
+      this.kick();
+    }
     return { positions, durable };
   }
 
@@ -336,6 +347,8 @@ export class Wal {
   private async closeOnce(): Promise<void> {
     if (this.state.kind === 'open') {
       this.state = { kind: 'closing' };
+      // Lazy records still queued are written now.
+      if (this.queue.length > 0) this.kick();
       await this.whenIdle();
     }
     const file = this.activeFile;
@@ -419,11 +432,12 @@ export class Wal {
   private async runFlushes(): Promise<void> {
     if (this.flushing) return;
     this.flushing = true;
-    while (this.queue.length > 0 && (this.state.kind === 'open' || this.state.kind === 'closing')) {
+    while (this.queue.length > 0 && ((this.state.kind === 'open' && this.urgent) || this.state.kind === 'closing')) {
       const chunks = this.queue;
       const pending = this.pending;
       this.queue = [];
       this.pending = [];
+      this.urgent = false;
       this.arenas.switch();
       await this.flushBatch(chunks, pending);
     }

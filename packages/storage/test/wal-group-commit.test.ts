@@ -7,6 +7,7 @@ import { segmentFileName, Wal, type FlushStats } from '../src/wal.js';
 import {
   entryRecord,
   errnoError,
+  hardStateRecord,
   InstrumentedFs,
   plain,
   removeTempDirs,
@@ -79,6 +80,43 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
     expect(flushes).toEqual([expect.objectContaining({ appends: 200, records: 200, segments: 1 })]);
     await wal.close();
     expect(await replay(dir)).toHaveLength(200);
+  });
+
+  it('lazy records start no flush: they go with the next flush that was asked for, in order', async () => {
+    const dir = await tempDir('gc-lazy');
+    const { wal, fs, flushes } = await open(dir);
+    resetCalls(fs);
+    let lazyDurable = false;
+    const lazy = wal.enqueue([hardStateRecord('g', { term: 1, vote: null, commit: 1 })], undefined, true);
+    void lazy.durable.then(() => (lazyDurable = true));
+    await turns(10);
+    expect(fs.calls.writev + fs.calls.write).toBe(0);
+    expect(fs.calls.datasync).toBe(0);
+    expect(lazyDurable).toBe(false);
+    await wal.append([entryRecord('g', 2)]);
+    expect(lazyDurable).toBe(true);
+    expect(fs.calls.datasync).toBe(1);
+    expect(flushes).toEqual([expect.objectContaining({ appends: 2, records: 2 })]);
+    // Lazy records queued while a flush is in flight do not start another one.
+    const held = gate();
+    fs.datasyncGate = held.promise;
+    const urgent = wal.append([entryRecord('g', 3)]);
+    await until(() => fs.calls.datasync === 2);
+    const late = wal.enqueue([hardStateRecord('g', { term: 1, vote: null, commit: 3 })], undefined, true);
+    fs.datasyncGate = null;
+    held.open();
+    await urgent;
+    await turns(10);
+    expect(fs.calls.datasync).toBe(2);
+    // Close writes what is still queued.
+    await wal.close();
+    await late.durable;
+    expect(await replay(dir)).toEqual([
+      plain(hardStateRecord('g', { term: 1, vote: null, commit: 1 })),
+      plain(entryRecord('g', 2)),
+      plain(entryRecord('g', 3)),
+      plain(hardStateRecord('g', { term: 1, vote: null, commit: 3 })),
+    ]);
   });
 
   it('queues appends made while a flush is in flight into the next flush', async () => {
