@@ -1,8 +1,10 @@
 /**
  * The quorum-queue state machine: `apply(meta, command, state) -> { state, reply, effects }`,
  * after rabbit_fifo. Pure and deterministic: the only clock is `meta.now`, the only ids
- * are Raft indexes. `apply` takes ownership of `state` and mutates it in place for speed;
- * a command that fails validation leaves it untouched.
+ * are the increasing log positions its driver passes as `meta.index` (a Raft index, or in
+ * the broker a position within a batch entry: see the server's queue-replica.ts). `apply`
+ * takes ownership of `state` and mutates it in place for speed; a command that fails
+ * validation leaves it untouched.
  */
 import { confirmDeadLetter, deadLetter, isExpired } from './deadletter.js';
 import { deliverAvailable, describeDelivery, electActiveConsumer, takeLiveReady } from './delivery.js';
