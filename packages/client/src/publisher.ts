@@ -94,15 +94,28 @@ export class Publisher {
    * Publishes one message; resolves with its outcome (rejects with a QuorumqError for FAILED).
    * When `maxInFlight` publishes are outstanding, waits for room first (in call order).
    */
-  async publish(routingKey: string, body: Body, options: PublisherPublishOptions = {}): Promise<PublishResult> {
-    if (this.closed) throw closedError();
-    const request = encodePublish(options.exchange ?? this.exchange, routingKey, body, options);
-    const wait = this.acquire();
-    if (wait !== undefined) await wait;
-    if (this.closed) {
-      this.release();
-      throw closedError();
+  publish(routingKey: string, body: Body, options: PublisherPublishOptions = {}): Promise<PublishResult> {
+    if (this.closed) return Promise.reject(closedError());
+    let request: quorumq.v1.PublishRequest.$Properties;
+    try {
+      request = encodePublish(options.exchange ?? this.exchange, routingKey, body, options);
+    } catch (error) {
+      return Promise.reject(error);
     }
+    // Not an async function: with room, the publish goes out without an extra promise.
+    const wait = this.acquire();
+    if (wait === undefined) return this.send(request);
+    return wait.then(() => {
+      if (this.closed) {
+        this.release();
+        throw closedError();
+      }
+      return this.send(request);
+    });
+  }
+
+  /** Sends a publish that has its slot. */
+  private send(request: quorumq.v1.PublishRequest.$Properties): Promise<PublishResult> {
     return new Promise<PublishResult>((resolve, reject) => {
       const id = this.nextId++;
       // `request` is this publish's own object: it is completed in place.
