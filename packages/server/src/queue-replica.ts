@@ -49,6 +49,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   /** Message id -> the encoded message (as the publisher sent it), in id (= insertion) order. */
   readonly bodies = new Map<number, Uint8Array>();
   bodyBytes = 0;
+  /** Commands applied since the last snapshot taken or restored (an entry may hold many). */
+  private commandsSinceSnapshot = 0;
 
   constructor(
     readonly name: string,
@@ -80,6 +82,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   }
 
   private applyCommand(index: number, term: number, now: number, { command, message }: DecodedCommand, leader: boolean): QueueApplyResult {
+    this.commandsSinceSnapshot += 1;
     const result = apply({ index, term, now }, command, this.state);
     this.state = result.state;
     const reply = result.reply;
@@ -119,18 +122,24 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     this.bodyBytes -= message.byteLength;
   }
 
-  /** Twice the live messages: snapshots (which carry the bodies) cost O(1) per entry, the log stays within ~3x the live data. */
+  /** Twice the live messages: snapshots (which carry the bodies) cost O(1) per command, the log stays within ~3x the live data. */
   snapshotGap(): number {
     return 2 * this.bodies.size;
   }
 
+  appliedSinceSnapshot(): number {
+    return this.commandsSinceSnapshot;
+  }
+
   snapshot(): Uint8Array {
+    this.commandsSinceSnapshot = 0;
     this.sweep();
     const live = [...this.bodies].filter(([id]) => this.state.messages.has(id));
     return encodeQueueSnapshot(encodeSnapshot(this.state), live);
   }
 
   restore(data: Uint8Array): void {
+    this.commandsSinceSnapshot = 0;
     const snapshot = decodeQueueSnapshot(data);
     this.state = decodeSnapshot(snapshot.machine);
     this.bodies.clear();

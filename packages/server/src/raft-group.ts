@@ -18,12 +18,17 @@ export interface GroupMachine<R> {
   snapshot(): Uint8Array;
   restore(data: Uint8Array): void;
   /**
-   * At least this many entries between snapshots. A queue's snapshot holds its live
-   * messages, so a queue of N messages snapshots every max(snapshotInterval, 2N) entries:
-   * each entry then pays O(1) snapshot work, and the log stays within about three times
-   * the live data.
+   * At least this much log growth (see `appliedSinceSnapshot`) between snapshots. A queue's
+   * snapshot holds its live messages, so a queue of N messages snapshots after
+   * max(snapshotInterval, 2N) commands: each command then pays O(1) snapshot work, and the
+   * log stays within about three times the live data.
    */
   snapshotGap?(): number;
+  /**
+   * How much the log grew since the last snapshot, in the unit `snapshotInterval` counts:
+   * commands applied, for a machine whose entries may hold several (default: entries).
+   */
+  appliedSinceSnapshot?(): number;
 }
 
 export interface RaftGroupOptions<R> {
@@ -304,9 +309,14 @@ export class RaftGroup<R> {
   }
 
   private async maybeSnapshot(): Promise<void> {
-    if (!this.options.storage.shouldSnapshot(this.groupId, this.machineIndex)) return;
-    const gap = this.options.machine.snapshotGap?.() ?? 0;
-    if (this.machineIndex - this.lastSnapshotIndex < gap) return;
+    const machine = this.options.machine;
+    if (machine.appliedSinceSnapshot === undefined) {
+      if (!this.options.storage.shouldSnapshot(this.groupId, this.machineIndex)) return;
+    } else if (machine.appliedSinceSnapshot() < this.options.storage.snapshotInterval) {
+      return;
+    }
+    const gap = machine.snapshotGap?.() ?? 0;
+    if ((machine.appliedSinceSnapshot?.() ?? this.machineIndex - this.lastSnapshotIndex) < gap) return;
     const snapshot = this.raft.compact(this.machineIndex, this.options.machine.snapshot());
     if (snapshot === null) return;
     this.lastSnapshotIndex = snapshot.meta.index;

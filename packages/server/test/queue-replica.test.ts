@@ -48,6 +48,20 @@ describe('a queue replica applying batch entries', () => {
     expect(restored.message(9 * ENTRY_SPAN + 3)?.body?.toString()).toBe('m-3');
   });
 
+  it('counts the commands applied since the last snapshot (the log grows by commands, not entries)', () => {
+    const r = replica();
+    r.apply(entry(1, encodeQueueBatch([enqueue(1), enqueue(2), enqueue(3)], 0)), false);
+    r.apply(entry(2, encodeQueueEntry(enqueue(4).command, enqueue(4).message, 0)), false);
+    expect(r.appliedSinceSnapshot()).toBe(4);
+    expect(r.snapshotGap()).toBe(8);
+    const snapshot = r.snapshot();
+    expect(r.appliedSinceSnapshot()).toBe(0);
+    r.apply(entry(3, encodeQueueBatch([enqueue(5), enqueue(6)], 0)), false);
+    expect(r.appliedSinceSnapshot()).toBe(2);
+    r.restore(snapshot);
+    expect(r.appliedSinceSnapshot()).toBe(0);
+  });
+
   it('replies with an error to a malformed entry and keeps its state', () => {
     const r = replica();
     r.apply(entry(1, encodeQueueEntry(enqueue(1).command, enqueue(1).message, 0)), true);

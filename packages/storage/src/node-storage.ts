@@ -109,7 +109,8 @@ export class NodeStorage {
     private readonly wal: Wal,
     private readonly kv: KvStore,
     private readonly groupStates: Map<string, GroupState>,
-    private readonly snapshotInterval: number,
+    /** `shouldSnapshot` says yes once this many entries were applied since the last snapshot. */
+    readonly snapshotInterval: number,
     private readonly snapshotFiles: SnapshotFiles,
     /** Each group's current snapshot file (absent: none, or an older store's KV value). */
     private readonly snapshotFileOf: Map<string, string>,
