@@ -51,6 +51,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   bodyBytes = 0;
   /** Commands applied since the last snapshot taken or restored (an entry may hold many). */
   private commandsSinceSnapshot = 0;
+  /** Bytes of the entries applied since then: how much the log grew. */
+  private logBytesSinceSnapshot = 0;
 
   constructor(
     readonly name: string,
@@ -70,6 +72,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     } catch (error) {
       return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: ${String(error)}` } };
     }
+    this.logBytesSinceSnapshot += entry.data.byteLength;
     const { commands, now } = decoded;
     if (commands.length > ENTRY_SPAN) {
       return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: a batch of ${commands.length} commands (at most ${ENTRY_SPAN})` } };
@@ -122,17 +125,19 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     this.bodyBytes -= message.byteLength;
   }
 
-  /** Twice the live messages: snapshots (which carry the bodies) cost O(1) per command, the log stays within ~3x the live data. */
-  snapshotGap(): number {
-    return 2 * this.bodies.size;
-  }
-
-  appliedSinceSnapshot(): number {
-    return this.commandsSinceSnapshot;
+  /**
+   * A snapshot carries the live messages, so it waits until the log grew by twice their
+   * bytes (and by `snapshotInterval` commands): each logged byte then pays O(1) snapshot
+   * work, and the log stays within about three times the live data. Acks and other small
+   * commands grow the log little, so a queue being drained is not snapshotted over and over.
+   */
+  snapshotDue(snapshotInterval: number): boolean {
+    return this.commandsSinceSnapshot >= snapshotInterval && this.logBytesSinceSnapshot >= 2 * this.bodyBytes;
   }
 
   snapshot(): Uint8Array {
     this.commandsSinceSnapshot = 0;
+    this.logBytesSinceSnapshot = 0;
     this.sweep();
     const live = [...this.bodies].filter(([id]) => this.state.messages.has(id));
     return encodeQueueSnapshot(encodeSnapshot(this.state), live);
@@ -140,6 +145,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
 
   restore(data: Uint8Array): void {
     this.commandsSinceSnapshot = 0;
+    this.logBytesSinceSnapshot = 0;
     const snapshot = decodeQueueSnapshot(data);
     this.state = decodeSnapshot(snapshot.machine);
     this.bodies.clear();

@@ -18,17 +18,11 @@ export interface GroupMachine<R> {
   snapshot(): Uint8Array;
   restore(data: Uint8Array): void;
   /**
-   * At least this much log growth (see `appliedSinceSnapshot`) between snapshots. A queue's
-   * snapshot holds its live messages, so a queue of N messages snapshots after
-   * max(snapshotInterval, 2N) commands: each command then pays O(1) snapshot work, and the
-   * log stays within about three times the live data.
+   * Whether a snapshot is due, given `snapshotInterval` (default: once that many entries
+   * were applied since the last one). A queue's snapshot holds its live messages, so it
+   * decides by its own measure (see QueueReplica.snapshotDue).
    */
-  snapshotGap?(): number;
-  /**
-   * How much the log grew since the last snapshot, in the unit `snapshotInterval` counts:
-   * commands applied, for a machine whose entries may hold several (default: entries).
-   */
-  appliedSinceSnapshot?(): number;
+  snapshotDue?(snapshotInterval: number): boolean;
 }
 
 export interface RaftGroupOptions<R> {
@@ -65,7 +59,6 @@ export class RaftGroup<R> {
   private softState: SoftState = { leaderId: null, role: 'follower' };
   /** The index the machine has applied. */
   private machineIndex = 0;
-  private lastSnapshotIndex = 0;
   private waitersForLeader: Array<() => void> = [];
   /** The earliest deadline among pending proposals (Infinity when none has one). */
   private nextDeadline = Infinity;
@@ -91,7 +84,6 @@ export class RaftGroup<R> {
     if (restored.snapshot !== null) {
       options.machine.restore(restored.snapshot.data);
       this.machineIndex = restored.snapshot.meta.index;
-      this.lastSnapshotIndex = this.machineIndex;
     }
   }
 
@@ -285,7 +277,6 @@ export class RaftGroup<R> {
     if (ready.snapshot !== null) {
       this.options.machine.restore(ready.snapshot.data);
       this.machineIndex = ready.snapshot.meta.index;
-      this.lastSnapshotIndex = this.machineIndex;
       // Proposals at or below the snapshot cannot be matched to a reply any more.
       for (const [index, p] of this.pending) {
         if (index <= this.machineIndex) {
@@ -310,16 +301,13 @@ export class RaftGroup<R> {
 
   private async maybeSnapshot(): Promise<void> {
     const machine = this.options.machine;
-    if (machine.appliedSinceSnapshot === undefined) {
+    if (machine.snapshotDue === undefined) {
       if (!this.options.storage.shouldSnapshot(this.groupId, this.machineIndex)) return;
-    } else if (machine.appliedSinceSnapshot() < this.options.storage.snapshotInterval) {
+    } else if (!machine.snapshotDue(this.options.storage.snapshotInterval)) {
       return;
     }
-    const gap = machine.snapshotGap?.() ?? 0;
-    if ((machine.appliedSinceSnapshot?.() ?? this.machineIndex - this.lastSnapshotIndex) < gap) return;
     const snapshot = this.raft.compact(this.machineIndex, this.options.machine.snapshot());
     if (snapshot === null) return;
-    this.lastSnapshotIndex = snapshot.meta.index;
     await this.options.storage.saveLocalSnapshot(this.groupId, snapshot);
   }
 }

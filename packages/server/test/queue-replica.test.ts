@@ -19,6 +19,12 @@ function replica(effects: Effect[] = []): QueueReplica {
 
 const entry = (index: number, data: Uint8Array): Entry => ({ index, term: 1, type: 'normal', data });
 
+/** An enqueue of a 1 KB body: its command's JSON is small beside it. */
+const kilobyte = (n: number): EntryCommand => ({
+  command: { type: 'enqueue', sizeBytes: 1024, exchange: '', routingKeys: ['q'] },
+  message: Buffer.from(pb.Message.encode({ body: Buffer.alloc(1024, n), routingKey: 'q' }).finish()),
+});
+
 describe('a queue replica applying batch entries', () => {
   it('applies each command at its own position; ids grow with the log', () => {
     const r = replica();
@@ -48,18 +54,27 @@ describe('a queue replica applying batch entries', () => {
     expect(restored.message(9 * ENTRY_SPAN + 3)?.body?.toString()).toBe('m-3');
   });
 
-  it('counts the commands applied since the last snapshot (the log grows by commands, not entries)', () => {
+  it('is due for a snapshot once the log grew by snapshotInterval commands and twice the live bytes', () => {
     const r = replica();
-    r.apply(entry(1, encodeQueueBatch([enqueue(1), enqueue(2), enqueue(3)], 0)), false);
-    r.apply(entry(2, encodeQueueEntry(enqueue(4).command, enqueue(4).message, 0)), false);
-    expect(r.appliedSinceSnapshot()).toBe(4);
-    expect(r.snapshotGap()).toBe(8);
+    r.apply(entry(1, encodeQueueBatch([kilobyte(1), kilobyte(2), kilobyte(3)], 0)), false);
+    // The log grew by about the live bytes once: not yet, however few commands are asked for.
+    expect(r.snapshotDue(1)).toBe(false);
+    r.apply(entry(2, encodeQueueEntry(kilobyte(4).command, kilobyte(4).message, 0)), false);
+    expect(r.snapshotDue(1)).toBe(false);
+    // Purging empties the queue: nothing live, so the log has grown by more than twice that.
+    r.apply(entry(3, encodeQueueBatch(Array.from({ length: 10 }, () => ({ command: { type: 'purge' } as Command, message: null })), 0)), false);
+    r.sweep();
+    expect(r.bodyBytes).toBe(0);
+    expect(r.snapshotDue(14)).toBe(true);
+    expect(r.snapshotDue(15)).toBe(false);
     const snapshot = r.snapshot();
-    expect(r.appliedSinceSnapshot()).toBe(0);
-    r.apply(entry(3, encodeQueueBatch([enqueue(5), enqueue(6)], 0)), false);
-    expect(r.appliedSinceSnapshot()).toBe(2);
+    expect(r.snapshotDue(1)).toBe(false);
+    // Small commands (acks, purges) grow the log little: a queue being drained is not snapshotted over and over.
+    r.apply(entry(4, encodeQueueBatch([kilobyte(5), kilobyte(6)], 0)), false);
+    r.apply(entry(5, encodeQueueBatch(Array.from({ length: 20 }, () => ({ command: { type: 'credit', consumerId: 'c', prefetch: 1 } as Command, message: null })), 0)), false);
+    expect(r.snapshotDue(1)).toBe(false);
     r.restore(snapshot);
-    expect(r.appliedSinceSnapshot()).toBe(0);
+    expect(r.snapshotDue(1)).toBe(false);
   });
 
   it('replies with an error to a malformed entry and keeps its state', () => {
