@@ -119,23 +119,22 @@ export class Publisher {
     return new Promise<PublishResult>((resolve, reject) => {
       const id = this.nextId++;
       // `request` is this publish's own object: it is completed in place.
-      const full = request;
-      full.publishId = id;
+      request.publishId = id;
       if (this.producerId !== undefined) {
-        full.producerId = this.producerId;
-        full.sequence = this.nextSequence++;
+        request.producerId = this.producerId;
+        request.sequence = this.nextSequence++;
       }
-      const parts = messageParts(full.message ?? {});
+      const parts = messageParts(request.message ?? {});
       const wire: OutgoingPublish = {
         publishId: id,
-        exchange: full.exchange ?? '',
-        mandatory: full.mandatory ?? false,
-        producerId: full.producerId ?? undefined,
-        sequence: full.sequence == null ? undefined : wireNumber(full.sequence),
+        exchange: request.exchange ?? '',
+        mandatory: request.mandatory ?? false,
+        producerId: request.producerId ?? undefined,
+        sequence: request.sequence == null ? undefined : wireNumber(request.sequence),
         body: parts.body,
         rest: parts.rest,
       };
-      const entry: Pending = { id, request: full, wire, resolve, reject, sentOn: 0, resent: false };
+      const entry: Pending = { id, request, wire, resolve, reject, sentOn: 0, resent: false };
       this.pending.set(id, entry);
       if (this.call !== undefined) this.write(entry);
       else if (this.reconnectTimer === undefined) this.open();

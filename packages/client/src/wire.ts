@@ -150,19 +150,6 @@ const OUTCOME_RETURNED = 0x22;
 const OUTCOME_QUEUES = 0x2a;
 const OUTCOME_STATUS_CODE = 0x30;
 
-/** Reads a varint up to 2^53 as a number (protobufjs would make a Long of a uint64). */
-function readNumber(reader: Reader): number {
-  let value = 0;
-  let scale = 1;
-  for (;;) {
-    if (reader.pos >= reader.len) throw new RangeError('publish outcome: varint past the end');
-    const byte = reader.buf[reader.pos++]!;
-    value += (byte & 0x7f) * scale;
-    if (byte < 0x80) return value;
-    scale *= 128;
-  }
-}
-
 /**
  * gRPC deserializer of PublishStream's responses (a quorumq.v1.PublishOutcomes), read field by
  * field: publish ids as numbers, unknown fields skipped, a returned message decoded.
@@ -183,7 +170,7 @@ export function decodePublishOutcomes(bytes: Buffer): PublishOutcomeWire[] {
       const f = reader.uint32();
       switch (f) {
         case OUTCOME_PUBLISH_ID:
-          outcome.publishId = readNumber(reader);
+          outcome.publishId = Number(reader.uint64());
           break;
         case OUTCOME_OUTCOME:
           outcome.outcome = reader.int32();
