@@ -158,6 +158,16 @@ class NodeDisk {
       next.set(data, file.current.byteLength);
       file.current = next;
     };
+    const appendAll = (buffers: readonly Uint8Array[]): void => {
+      const total = buffers.reduce((sum, b) => sum + b.byteLength, 0);
+      const joined = new Uint8Array(total);
+      let offset = 0;
+      for (const b of buffers) {
+        joined.set(b, offset);
+        offset += b.byteLength;
+      }
+      append(joined);
+    };
     return {
       write: async (data) => {
         alive();
@@ -165,17 +175,18 @@ class NodeDisk {
       },
       writev: async (buffers) => {
         alive();
-        const total = buffers.reduce((sum, b) => sum + b.byteLength, 0);
-        const joined = new Uint8Array(total);
-        let offset = 0;
-        for (const b of buffers) {
-          joined.set(b, offset);
-          offset += b.byteLength;
-        }
-        append(joined);
+        appendAll(buffers);
       },
       datasync: () => {
         alive();
+        const snapshot = file.current;
+        return this.later('datasync', () => {
+          file.synced = snapshot;
+        });
+      },
+      appendDurable: async (buffers) => {
+        alive();
+        appendAll(buffers);
         const snapshot = file.current;
         return this.later('datasync', () => {
           file.synced = snapshot;

@@ -1,3 +1,4 @@
+import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, unlink } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
@@ -25,8 +26,13 @@ export class NodeWalFs implements WalFs {
     return readFile(path);
   }
 
+  /**
+   * Opens with O_DSYNC: each write returns once its bytes (and the file's new length) are
+   * on the disk, so `appendDurable` is one write system call, one trip through libuv's
+   * thread pool, and one cache flush, instead of a write and then an fdatasync.
+   */
   async openAppend(path: string): Promise<WalFile> {
-    return new NodeWalFile(await open(path, 'a'));
+    return new NodeWalFile(await open(path, APPEND_DSYNC));
   }
 
   unlink(path: string): Promise<void> {
@@ -42,6 +48,8 @@ export class NodeWalFs implements WalFs {
     }
   }
 }
+
+const APPEND_DSYNC = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_DSYNC;
 
 class NodeWalFile implements WalFile {
   constructor(private readonly handle: FileHandle) {}
@@ -61,6 +69,11 @@ class NodeWalFile implements WalFile {
 
   datasync(): Promise<void> {
     return this.handle.datasync();
+  }
+
+  appendDurable(data: readonly Uint8Array[]): Promise<void> {
+    // O_DSYNC (see openAppend): the write is durable when it returns.
+    return this.writev(data);
   }
 
   truncate(length: number): Promise<void> {

@@ -12,6 +12,10 @@
  * - `WalFile.datasync()` makes every byte written through that file before the call, and
  *   the file's length (including a `truncate`), durable when it resolves. If it rejects,
  *   the state of those bytes is unknown, now and forever: the WAL treats that as fatal.
+ * - `WalFile.appendDurable()` is `writev` then `datasync` in one step: when it resolves,
+ *   its bytes and every byte written before them are durable. When it rejects, the state
+ *   of its bytes is unknown; an error that refuses the write itself (ENOSPC, EDQUOT, EFBIG)
+ *   leaves everything before them as durable as it was.
  * - The existence of a file created by `openAppend`, or the absence of one removed by
  *   `unlink`, is durable only once a later `syncDir(dir)` of its directory resolves.
  * - `mkdirp(dir)` resolves once `dir` exists durably.
@@ -39,6 +43,11 @@ export interface WalFile {
   writev(data: readonly Uint8Array[]): Promise<void>;
   /** Makes all writes and truncations made through this file durable (fdatasync). */
   datasync(): Promise<void>;
+  /**
+   * Appends the buffers in order and makes them durable before resolving, as `writev`
+   * then `datasync` would, but in one request to the disk (the WAL's hot path).
+   */
+  appendDurable(data: readonly Uint8Array[]): Promise<void>;
   /** Cuts the file to `length` bytes; later writes append after that. Durable after `datasync`. */
   truncate(length: number): Promise<void>;
   close(): Promise<void>;

@@ -8,20 +8,23 @@
  * torn tail.
  *
  * Group commit: `enqueue`/`append` encode the records at once and queue them. Everything
- * queued in one event-loop turn goes out in ONE writev and ONE datasync; while that flush
- * is in flight new records queue up and go out together in the next one. A promise
- * resolves only after the datasync covering its records returned.
+ * queued in one event-loop turn goes out in ONE durable write (`WalFile.appendDurable`: on
+ * the real disk a writev to a segment opened O_DSYNC, so no separate fdatasync); while that
+ * flush is in flight new records queue up and go out together in the next one. A promise
+ * resolves only after the write covering its records returned.
  *
  * Positions: every record gets its (segment, offset) when it is queued, not when it is
  * written, so `position()` is exact even with records still queued. Positions never go
  * backwards, not even after a failed write (the WAL then moves on to a fresh segment), so
  * a position handed out once is never reused by a different record.
  *
- * Failures: a failed datasync is fatal (state `failed`, every pending and future append
- * rejects with WalFatalError, `onFatal` fires): the kernel may have dropped the dirty pages
- * and there is no honest way to retry. A failed write (ENOSPC...) is truncated away and
- * the batch rejected with WalDiskFullError/WalWriteError, together with everything queued
- * behind it (it may depend on the failed records); if the truncate fails, that is fatal.
+ * Failures: a durable write that fails for any reason but a lack of room (ENOSPC, EDQUOT,
+ * EFBIG), like a failed fdatasync, is fatal (state `failed`, every pending and future
+ * append rejects with WalFatalError, `onFatal` fires): the kernel may have dropped the
+ * dirty pages and there is no honest way to retry. A write refused for lack of room is
+ * truncated away and the batch rejected with WalDiskFullError/WalWriteError, together with
+ * everything queued behind it (it may depend on the failed records); if the truncate
+ * fails, that is fatal.
  */
 import { assert } from './assert.js';
 import {
@@ -470,7 +473,7 @@ export class Wal {
     this.options.onFlush?.(flushStats(chunks, pending));
   }
 
-  /** Writes and datasyncs one chunk; returns the error that fails the batch, if any. */
+  /** Writes one chunk durably; returns the error that fails the batch, if any. */
   private async writeChunk(chunk: Chunk): Promise<Error | null> {
     if (chunk.seq !== this.active.seq) {
       const error = await this.roll(chunk.seq);
@@ -480,16 +483,15 @@ export class Wal {
     assert(file !== null, 'no active segment file');
     assert(this.active.bytes === chunk.offset, () => `chunk at ${chunk.offset}, segment ends at ${this.active.bytes}`);
     try {
-      await file.writev(chunk.bufs);
+      await file.appendDurable(chunk.bufs);
     } catch (cause) {
-      return this.undoWrite(file, chunk, cause);
+      // A write the file system refused (no space...) is cut away and the batch rejected.
+      // Anything else may have failed while reaching the disk: like a failed fdatasync,
+      // that leaves the bytes in an unknown state, and only recovery can tell.
+      if (isRefusedWrite(cause)) return this.undoWrite(file, chunk, cause);
+      return this.fail(`durable write (write + fdatasync) to segment ${chunk.seq} failed`, cause);
     }
     this.active.absorb(chunk);
-    try {
-      await file.datasync();
-    } catch (cause) {
-      return this.fail(`fdatasync of segment ${chunk.seq} failed`, cause);
-    }
     return null;
   }
 
@@ -605,6 +607,12 @@ function flushStats(chunks: readonly Chunk[], pending: readonly Pending[]): Flus
   for (const p of pending) records += p.records;
   for (const chunk of chunks) bytes += chunk.bytes;
   return { appends: pending.length, records, bytes, segments: chunks.length };
+}
+
+/** Errors with which a file system refuses a write for want of room, not for a failed device. */
+function isRefusedWrite(cause: unknown): boolean {
+  const code = errnoCode(cause);
+  return code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG';
 }
 
 function writeError(message: string, cause: unknown): WalWriteError {

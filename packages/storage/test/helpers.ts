@@ -86,7 +86,7 @@ export async function turns(n: number): Promise<void> {
  * until cleared. `datasyncGate`/`writeGate` hold every datasync/write until they resolve.
  */
 export class InstrumentedFs implements WalFs {
-  readonly calls = { writev: 0, write: 0, datasync: 0, truncate: 0, openAppend: 0, syncDir: 0, unlink: 0 };
+  readonly calls = { appendDurable: 0, writev: 0, write: 0, datasync: 0, truncate: 0, openAppend: 0, syncDir: 0, unlink: 0 };
   writeFault: WriteFault | null = null;
   datasyncFault: Error | null = null;
   truncateFault: Error | null = null;
@@ -136,6 +136,12 @@ class InstrumentedFile implements WalFile {
     if (this.fs.datasyncGate !== null) await this.fs.datasyncGate;
     if (this.fs.datasyncFault !== null) throw this.fs.datasyncFault;
     return this.inner.datasync();
+  }
+  /** Counted as one writev and one datasync; their faults and gates apply in that order. */
+  async appendDurable(data: readonly Uint8Array[]): Promise<void> {
+    this.fs.calls.appendDurable++;
+    await this.writev(data);
+    await this.datasync();
   }
   truncate(length: number): Promise<void> {
     this.fs.calls.truncate++;

@@ -1,8 +1,10 @@
-import { readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { readdir, readFile, readlink, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WalClosedError, WalDiskFullError, WalFatalError, WalWriteError } from '../src/errors.js';
 import { RECORD_BYTES_MIN, scanSegment, type WalRecord } from '../src/record.js';
+import { NodeWalFs } from '../src/node-wal-fs.js';
 import { segmentFileName, Wal, type FlushStats } from '../src/wal.js';
 import {
   entryRecord,
@@ -69,17 +71,37 @@ async function until(condition: () => boolean): Promise<void> {
 }
 
 describe('WAL group commit', { timeout: 30_000 }, () => {
-  it('sends everything queued in one turn out in one write and one datasync', async () => {
+  it('sends everything queued in one turn out in one durable write', async () => {
     const dir = await tempDir('gc-one-turn');
     const { wal, fs, flushes } = await open(dir);
     resetCalls(fs);
     const appends = Array.from({ length: 200 }, (_, i) => wal.append([entryRecord(`g${i % 17}`, i + 1)]));
     await Promise.all(appends);
+    expect(fs.calls.appendDurable).toBe(1);
     expect(fs.calls.writev + fs.calls.write).toBe(1);
     expect(fs.calls.datasync).toBe(1);
     expect(flushes).toEqual([expect.objectContaining({ appends: 200, records: 200, segments: 1 })]);
     await wal.close();
     expect(await replay(dir)).toHaveLength(200);
+  });
+
+  it('writes its segments through O_DSYNC on the real disk: the write itself is durable', async () => {
+    const dir = await tempDir('gc-dsync');
+    const wal = await Wal.open({ dir, fs: new NodeWalFs() }, () => {});
+    await wal.append([entryRecord('a', 1)]);
+    const segment = join(dir, segmentFileName(1));
+    const flags: number[] = [];
+    for (const fd of await readdir('/proc/self/fd')) {
+      const target = await readlink(`/proc/self/fd/${fd}`).catch(() => '');
+      if (target !== segment) continue;
+      const info = await readFile(`/proc/self/fdinfo/${fd}`, 'utf8').catch(() => '');
+      const match = /^flags:\s+([0-7]+)$/m.exec(info);
+      if (match !== null) flags.push(parseInt(match[1]!, 8));
+    }
+    expect(flags).toHaveLength(1);
+    expect(flags[0]! & constants.O_DSYNC).toBe(constants.O_DSYNC);
+    expect(flags[0]! & constants.O_APPEND).toBe(constants.O_APPEND);
+    await wal.close();
   });
 
   it('lazy records start no flush: they go with the next flush that was asked for, in order', async () => {
@@ -235,7 +257,7 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
     await wal.append([entryRecord('a', 1)]);
     const held = gate();
     fs.writeGate = held.promise;
-    fs.writeFault = { error: errnoError('EIO'), partialBytes: 7 };
+    fs.writeFault = { error: errnoError('EFBIG'), partialBytes: 7 };
     const failing = wal.append([entryRecord('a', 2)]);
     await until(() => fs.calls.writev >= 2);
     const behind = wal.append([entryRecord('a', 3)]);
@@ -248,6 +270,21 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
     await wal.append([entryRecord('a', 2, 2)]);
     await wal.close();
     expect(await replay(dir)).toEqual([entryRecord('a', 1), entryRecord('a', 2, 2)].map(plain));
+  });
+
+  it('fails fatally on a durable write that fails for another reason than room (EIO)', async () => {
+    const dir = await tempDir('gc-write-eio');
+    const { wal, fs, fatal } = await open(dir);
+    await wal.append([entryRecord('a', 1)]);
+    fs.writeFault = { error: errnoError('EIO'), partialBytes: 7 };
+    await expect(wal.append([entryRecord('a', 2)])).rejects.toBeInstanceOf(WalFatalError);
+    expect(fatal).toHaveLength(1);
+    expect(fatal[0]!.message).toMatch(/durable write.*segment 1.*EIO/);
+    fs.writeFault = null;
+    await expect(wal.append([entryRecord('a', 3)])).rejects.toBeInstanceOf(WalFatalError);
+    await wal.close();
+    // Recovery keeps what was durable and cuts the partial record off as a torn tail.
+    expect(await replay(dir)).toEqual([entryRecord('a', 1)].map(plain));
   });
 
   it('fails fatally when a failed write cannot be truncated away', async () => {
