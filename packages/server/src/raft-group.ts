@@ -51,6 +51,23 @@ interface Pending<R> {
   readonly reject: (error: Error) => void;
 }
 
+/**
+ * Ready loops to start at the end of this turn: one immediate starts all of them, so the
+ * messages they send before their first await leave in one batch per peer.
+ */
+let endOfTurn: Array<() => void> = [];
+
+function atEndOfTurn(start: () => void): void {
+  if (endOfTurn.length === 0) setImmediate(runEndOfTurn);
+  endOfTurn.push(start);
+}
+
+function runEndOfTurn(): void {
+  const starts = endOfTurn;
+  endOfTurn = [];
+  for (const start of starts) start();
+}
+
 export class RaftGroup<R> {
   readonly raft: RaftNode;
   private readonly pending = new Map<number, Pending<R>>();
@@ -215,19 +232,21 @@ export class RaftGroup<R> {
     if (!this.raft.hasReady()) return;
     this.loopRunning = true;
     // Run at the end of this turn, so that everything proposed in it leaves in one Ready.
-    setImmediate(() => {
-      this.readyLoop().then(
-        () => {
-          this.loopRunning = false;
-          if (!this.stopped && this.raft.hasReady()) this.kick();
-        },
-        (error: unknown) => {
-          this.loopRunning = false;
-          this.fatal(error);
-        },
-      );
-    });
+    atEndOfTurn(this.startLoop);
   }
+
+  private readonly startLoop = (): void => {
+    this.readyLoop().then(
+      () => {
+        this.loopRunning = false;
+        if (!this.stopped && this.raft.hasReady()) this.kick();
+      },
+      (error: unknown) => {
+        this.loopRunning = false;
+        this.fatal(error);
+      },
+    );
+  };
 
   private async readyLoop(): Promise<void> {
     while (!this.stopped && this.raft.hasReady()) {
@@ -251,7 +270,14 @@ export class RaftGroup<R> {
       }
       if (this.stopped) return;
       const late = ready.messages.filter((message) => !sendableBeforePersist(message));
-      if (late.length > 0) this.options.send(this.groupId, late);
+      if (late.length > 0) {
+        this.options.send(this.groupId, late);
+        // Let the transport's flush (a microtask) run before applying: a follower's
+        // append response then leaves before it applies anything, and the responses of
+        // all groups that resumed from the same WAL flush leave in one batch.
+        await undefined;
+        if (this.stopped) return;
+      }
       this.apply(ready);
       this.raft.advance();
       await this.maybeSnapshot();

@@ -104,7 +104,13 @@ export class PeerTransport {
     }
   }
 
-  /** Queues a group's messages for their peers; they leave at the end of this turn. */
+  /**
+   * Queues a group's messages for their peers. They leave once the code running now and the
+   * microtasks queued before the first send are done (a microtask, not an immediate: a reply
+   * does not wait for the next turn of the event loop). Every group's Ready loop that runs in
+   * one callback or resumes from one WAL flush sends before that, so their messages share a
+   * batch per peer.
+   */
   send(groupId: string, messages: readonly Message[]): void {
     for (const message of messages) {
       const link = this.links.get(message.to);
@@ -113,9 +119,11 @@ export class PeerTransport {
     }
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      setImmediate(() => this.flush());
+      queueMicrotask(this.flushQueued);
     }
   }
+
+  private readonly flushQueued = (): void => this.flush();
 
   /**
    * Reopens the broken streams whose back-off is over, even with nothing to send: a node
