@@ -8,7 +8,7 @@ import { wireNumber } from './longs.js';
 import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { Publisher, type PublisherOptions } from './publisher.js';
 import { toPublishResult, type PublishResult } from './results.js';
-import { NoFailover, Transport, type TransportOptions } from './transport.js';
+import { NoFailover, shouldFailover, Transport, type TransportOptions } from './transport.js';
 
 /** Options of {@link connect}. */
 export type ConnectOptions = TransportOptions;
@@ -80,6 +80,12 @@ export interface MoveOptions {
   /** 0 / omitted: the number of messages the source held at the start. */
   readonly limit?: number;
   readonly onProgress?: (progress: MoveProgress) => void;
+}
+
+/** What a move call knows of its move across failovers. */
+interface MoveFollow {
+  moveId: string;
+  last: MoveProgress | undefined;
 }
 
 export interface MoveProgress {
@@ -390,25 +396,43 @@ export class QuorumqClient {
 
   /**
    * Moves messages from a queue to an exchange; resolves with the final progress. Fails over
-   * to another node only until the first progress report (a move is not restarted midway).
+   * like any call until the move started; after that, a lost node or a leadership change
+   * does not stop the move (it goes on in the broker): the client follows it on the queue's
+   * new leader by its id, as long as each round of failover finds it further along.
    */
-  move(options: MoveOptions): Promise<MoveProgress> {
+  async move(options: MoveOptions): Promise<MoveProgress> {
     const request: quorumq.v1.MoveRequest.$Properties = {
       sourceQueue: options.sourceQueue,
       destinationExchange: options.destinationExchange,
       routingKey: options.routingKey ?? '',
       limit: options.limit ?? 0,
     };
-    return this.transport.withFailover((address) => new Promise<MoveProgress>((resolve, reject) => {
+    const state: MoveFollow = { moveId: '', last: undefined };
+    for (;;) {
+      const before = state.last;
+      try {
+        return await this.transport.withFailover((address) => this.moveOn(address, request, state, options), { queue: options.sourceQueue });
+      } catch (error) {
+        // Failover gave up; go on only if the move made progress since the last round.
+        const progressed = state.last !== undefined && (before === undefined || state.last.moved !== before.moved);
+        if (state.moveId !== '' && progressed && error instanceof QuorumqError && shouldFailover(error)) continue;
+        throw error;
+      }
+    }
+  }
+
+  /** One move call on one node: starts the move, or follows it once its id is known. */
+  private moveOn(address: string, request: quorumq.v1.MoveRequest.$Properties, state: MoveFollow, options: MoveOptions): Promise<MoveProgress> {
+    return new Promise<MoveProgress>((resolve, reject) => {
       const method = BrokerService.move;
       const call: ClientReadableStream<quorumq.v1.MoveProgress> = this.transport.client(address).makeServerStreamRequest(
-        method.path, method.requestSerialize, method.responseDeserialize, request,
+        method.path, method.requestSerialize, method.responseDeserialize, { ...request, moveId: state.moveId },
       );
-      let last: MoveProgress | undefined;
       call.on('data', (p: quorumq.v1.MoveProgress) => {
-        last = { moved: wireNumber(p.moved), total: wireNumber(p.total), done: p.done ?? false };
+        if (p.moveId) state.moveId = p.moveId;
+        state.last = { moved: wireNumber(p.moved), total: wireNumber(p.total), done: p.done ?? false };
         try {
-          options.onProgress?.(last);
+          options.onProgress?.(state.last);
         } catch {
           // A throwing progress callback does not stop the move.
         }
@@ -416,13 +440,15 @@ export class QuorumqClient {
       call.on('error', () => undefined);
       call.on('status', (status: StatusObject) => {
         if (status.code === 0) {
-          resolve(last ?? { moved: 0, total: 0, done: true });
+          resolve(state.last ?? { moved: 0, total: 0, done: true });
           return;
         }
         const error = toQuorumqError(status, address);
-        reject(last === undefined ? error : new NoFailover(error));
+        // A move that started but cannot be followed (a broker without move ids) must not
+        // be started again by a failover.
+        reject(state.last !== undefined && state.moveId === '' ? new NoFailover(error) : error);
       });
-    }), { queue: options.sourceQueue });
+    });
   }
 
   // ----- lifecycle ------------------------------------------------------------------------

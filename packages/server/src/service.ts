@@ -33,7 +33,7 @@ import {
 } from './errors.js';
 import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
-import { sleep, type BrokerNode } from './node.js';
+import { sleep, type BrokerNode, type LocalQueue } from './node.js';
 import { deliveryOf } from './queue-replica.js';
 import { rawMessageOf } from './wire.js';
 
@@ -745,6 +745,34 @@ export class BrokerApi {
     if (leader !== this.node.nodeId || local === undefined || !local.group.isLeader) {
       throw unavailable('NOT_LEADER', `a move runs on the leader of ${JSON.stringify(name)}`, this.node.addressOf(leader));
     }
+    const moveId = request.moveId ? request.moveId : await this.startMove(local, name, request);
+    let last = '';
+    for (;;) {
+      if (call.cancelled) return;
+      const current = this.node.queues.get(name);
+      if (current === undefined || !current.group.isLeader) {
+        throw unavailable('LEADER_MOVED', `leadership of ${JSON.stringify(name)} moved; the move continues on the new leader`);
+      }
+      const progress = moveProgress(current.replica.state);
+      if (progress === null || progress.moveId !== moveId) {
+        if (request.moveId && last === '') {
+          throw notFound('MOVE_NOT_FOUND', `${JSON.stringify(name)} has no move ${JSON.stringify(moveId)} (another move replaced it, or there was none)`);
+        }
+        throw failedPrecondition('MOVE_REPLACED', `another move of ${JSON.stringify(name)} replaced this one`);
+      }
+      const report = { moved: progress.moved, total: progress.count, done: progress.done, moveId };
+      const key = JSON.stringify(report);
+      if (key !== last) {
+        call.write(report);
+        last = key;
+      }
+      if (progress.done) return;
+      await sleep(50);
+    }
+  }
+
+  /** Proposes the start of a move (spec 8); returns its id. */
+  private async startMove(local: LocalQueue, name: string, request: pb.MoveRequest): Promise<string> {
     const exchange = request.destinationExchange ?? '';
     if (exchange !== '' && this.node.meta.topology.exchange(exchange) === undefined) {
       await this.node.metaBarrier();
@@ -759,26 +787,7 @@ export class BrokerApi {
       ...(request.limit ? { limit: request.limit } : {}),
     });
     if (started.reply.type === 'error') throw queueError(started.reply, name);
-    let last = '';
-    for (;;) {
-      if (call.cancelled) return;
-      const current = this.node.queues.get(name);
-      if (current === undefined || !current.group.isLeader) {
-        throw unavailable('LEADER_MOVED', `leadership of ${JSON.stringify(name)} moved; the move continues on the new leader`);
-      }
-      const progress = moveProgress(current.replica.state);
-      if (progress === null || progress.moveId !== moveId) {
-        throw failedPrecondition('MOVE_REPLACED', `another move of ${JSON.stringify(name)} replaced this one`);
-      }
-      const report = { moved: progress.moved, total: progress.count, done: progress.done };
-      const key = JSON.stringify(report);
-      if (key !== last) {
-        call.write(report);
-        last = key;
-      }
-      if (progress.done) return;
-      await sleep(50);
-    }
+    return moveId;
   }
 
   implementation(): UntypedServiceImplementation {

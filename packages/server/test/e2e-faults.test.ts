@@ -107,6 +107,40 @@ describe('spec 2 and 10: kill -9 of a queue leader loses nothing confirmed', () 
     expect(consumed.length).toBe(new Set(consumed).size);
   });
 
+  it('spec 8: a move goes on through a kill -9 of its queue\'s leader, and the SDK follows it to the end', async () => {
+    cluster = await TestCluster.start();
+    const client = cluster.client({ failoverTimeoutMs: 30_000 });
+    await client.declareQueue('parked');
+    await client.declareQueue('retried');
+    await client.declareExchange('replay', 'direct');
+    await client.bind({ source: 'replay', queue: 'retried', bindingKey: 'again' });
+    const total = 300;
+    const publisher = client.createPublisher({ maxInFlight: 100 });
+    await Promise.all(Array.from({ length: total }, (_, i) => publisher.publish('parked', `m${i}`)));
+    await publisher.close();
+    const leader = await cluster.leaderOf('parked', client);
+    let killed: Promise<void> | null = null;
+    const progress: number[] = [];
+    const final = await client.move({
+      sourceQueue: 'parked',
+      destinationExchange: 'replay',
+      routingKey: 'again',
+      onProgress: (p) => {
+        progress.push(p.moved);
+        // Part way through, the node running the move dies.
+        if (killed === null && p.moved > 0 && p.moved < total) killed = cluster!.kill(leader);
+      },
+    });
+    expect(killed).not.toBeNull();
+    expect(final).toMatchObject({ moved: total, total, done: true });
+    expect(await cluster.leaderOf('parked', client)).not.toBe(leader);
+    expect((await client.queueStatus('parked')).ready).toBe(0);
+    // At least once: every message reached the destination (one in flight at the kill may twice).
+    const moved = await drain(client, 'retried');
+    expect(new Set(moved)).toEqual(new Set(Array.from({ length: total }, (_, i) => `m${i}`)));
+    expect(moved.length).toBeLessThanOrEqual(total + 64);
+  });
+
   it('after kill -9 of every node and a restart, every confirmed message and all topology are back', async () => {
     cluster = await TestCluster.start();
     const client = cluster.client();
