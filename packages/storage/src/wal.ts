@@ -287,16 +287,13 @@ export class Wal {
   }
 
   /**
-   * Queues records for the next flush. Throws (synchronously) if the WAL cannot accept
-   * them. `onDurable` runs synchronously when the records are durable, before the promise
-   * resolves and before the flush is over, so bookkeeping that depends on durability can
-   * never be observed half-done.
-   */
-  /**
-   * Queues records; they are written and datasynced by the next flush, in order. A `lazy`
-   * enqueue does not start a flush: its records wait for the next enqueue that does (or for
-   * `close`). For records whose loss in a crash is harmless (a Raft commit index, which is
-   * recomputed), so that they cost no fdatasync of their own.
+   * Queues records; the next flush writes them durably, in order. Throws (synchronously) if
+   * the WAL cannot accept them. `onDurable` runs synchronously when the records are durable,
+   * before the promise resolves and before the flush is over, so bookkeeping that depends on
+   * durability can never be observed half-done. A `lazy` enqueue does not start a flush: its
+   * records wait for the next enqueue that does (or for `close`). It is for records whose
+   * loss in a crash is harmless (a Raft commit index, which is recomputed), so that they cost
+   * no durable write of their own.
    */
   enqueue(records: readonly WalRecord[], onDurable?: () => void, lazy = false): Enqueued {
     this.assertAppendable();
