@@ -89,8 +89,11 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     const result = apply({ index, term, now }, command, this.state);
     this.state = result.state;
     const reply = result.reply;
-    if (reply.type === 'enqueued' && message !== null) {
-      this.bodies.set(reply.messageId, message);
+    // A stored message, and also one refused only to be dead-lettered (reject-publish-dlx):
+    // its dead-letter carries the publisher's message. Decided from the result alone, so
+    // every replica keeps the same bodies; an at-most-once one is swept once it left.
+    if (message !== null && (reply.type === 'enqueued' || (reply.type === 'rejected' && deadLettersItself(result.effects, index)))) {
+      this.bodies.set(index, message);
       this.bodyBytes += message.byteLength;
     }
     let stored: pb.Message | undefined;
@@ -155,6 +158,12 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
       this.bodyBytes += message.byteLength;
     }
   }
+}
+
+/** Whether the effects dead-letter the message the command itself enqueued (id = its position). */
+function deadLettersItself(effects: readonly Effect[], id: number): boolean {
+  for (const effect of effects) if (effect.type === 'deadLetter' && effect.messageId === id) return true;
+  return false;
 }
 
 /** The broker-set fields of a delivery. */
