@@ -445,16 +445,31 @@ export class BrokerNode {
     const source = queue.definition.name;
     this.metrics.deadLettered.inc({ reason: effect.reason });
     this.untilDone(queue, queue.deadLettersInFlight, effect.messageId, 'dead-lettering', async () => {
+      const headers = headersFromWire(stored?.headers);
+      const routeHere = (): ReturnType<typeof routeDeadLetter> | null => {
+        try {
+          return routeDeadLetter(this.meta.topology, effect.exchange, effect.routingKeys, headers, effect.deaths);
+        } catch (error) {
+          if (!(error instanceof TopologyError)) throw error;
+          return null; // the dead-letter exchange does not exist (on this node's copy)
+        }
+      };
+      let routed = routeHere();
+      if (routed === null || routed.unroutable) {
+        // This node's copy of the metadata may lag a declare or bind just made elsewhere:
+        // catch up with the metadata leader before deciding the message is unroutable (as a
+        // publish does). A barrier that fails throws, and the dead-letter is retried.
+        await this.metaBarrier();
+        routed = routeHere();
+      }
       let kept: readonly string[] = [];
-      try {
-        const routed = routeDeadLetter(this.meta.topology, effect.exchange, effect.routingKeys, headersFromWire(stored?.headers), effect.deaths);
+      if (routed === null) {
+        this.metrics.dropped.inc({ reason: 'dead_letter_exchange_missing' });
+        this.logger.warn({ queue: source, exchange: effect.exchange }, 'dead-letter exchange missing: message dropped');
+      } else {
         kept = routed.queues;
         if (routed.droppedAsCycle.length > 0) this.metrics.dropped.inc({ reason: 'dead_letter_cycle' }, routed.droppedAsCycle.length);
         if (routed.unroutable) this.metrics.dropped.inc({ reason: 'dead_letter_unroutable' });
-      } catch (error) {
-        if (!(error instanceof TopologyError)) throw error;
-        this.metrics.dropped.inc({ reason: 'dead_letter_exchange_missing' });
-        this.logger.warn({ queue: source, exchange: effect.exchange, error: error.message }, 'dead-letter exchange missing: message dropped');
       }
       // Spec 5: an expired message is dead-lettered without its expiration.
       const { message, command } = republication(stored, effect.exchange, effect.routingKeys, effect.deaths, effect.reason !== 'expired');
