@@ -22,6 +22,11 @@ export interface NodeConfig {
   readonly heartbeatTicks: number;
   readonly snapshotInterval: number;
   readonly maxMessageBytes: number;
+  /**
+   * The most unacked deliveries one consumer may hold: a prefetch of 0 (unlimited) or above
+   * this is this (spec 3, flow control).
+   */
+  readonly maxPrefetch: number;
   /** Publishes are refused while the data directory's free space is below this. */
   readonly diskFreeLimitBytes: number;
   readonly defaultReplicas: number;
@@ -49,6 +54,7 @@ export const DEFAULTS = {
   heartbeatTicks: 2,
   snapshotInterval: 1024,
   maxMessageBytes: 16 * 1024 * 1024,
+  maxPrefetch: 2000,
   diskFreeLimitBytes: 1024 * 1024 * 1024,
   defaultReplicas: 3,
   requestTimeoutMs: 5000,
@@ -74,6 +80,7 @@ const ENV: Record<string, string> = {
   QUORUMQ_HEARTBEAT_TICKS: 'heartbeatTicks',
   QUORUMQ_SNAPSHOT_INTERVAL: 'snapshotInterval',
   QUORUMQ_MAX_MESSAGE_BYTES: 'maxMessageBytes',
+  QUORUMQ_MAX_PREFETCH: 'maxPrefetch',
   QUORUMQ_DISK_FREE_LIMIT_BYTES: 'diskFreeLimitBytes',
   QUORUMQ_DEFAULT_REPLICAS: 'defaultReplicas',
   QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
@@ -162,6 +169,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     heartbeatTicks: integer(raw, 'heartbeatTicks', DEFAULTS.heartbeatTicks, 1),
     snapshotInterval: integer(raw, 'snapshotInterval', DEFAULTS.snapshotInterval, 1),
     maxMessageBytes: integer(raw, 'maxMessageBytes', DEFAULTS.maxMessageBytes, 1),
+    maxPrefetch: integer(raw, 'maxPrefetch', DEFAULTS.maxPrefetch, 1),
     diskFreeLimitBytes: integer(raw, 'diskFreeLimitBytes', DEFAULTS.diskFreeLimitBytes, 0),
     defaultReplicas: integer(raw, 'defaultReplicas', DEFAULTS.defaultReplicas, 1),
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),

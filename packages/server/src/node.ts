@@ -23,7 +23,8 @@ import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } f
 import { NodeMetrics } from './metrics.js';
 import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
 import { EntryBatcher } from './entry-batcher.js';
-import { stampEntry, type OutgoingDelivery } from './wire.js';
+import { stampEntry } from './wire.js';
+import type { DeliveryOutbox } from './delivery-outbox.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
 import { ForwardError, PeerTransport } from './transport.js';
@@ -44,8 +45,8 @@ export interface LocalConsumer {
   readonly stream: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>;
   /** Called when the node ends the consumer (lost leadership, queue deleted). */
   readonly end: (error: BrokerError) => void;
-  /** Deliveries made in this event-loop turn, pushed together at its end. */
-  outbox: OutgoingDelivery[];
+  /** Deliveries not yet written: sent at the turn's end, in bounded batches, while the stream drains. */
+  readonly outbox: DeliveryOutbox;
 }
 
 export interface LocalQueue {
@@ -351,9 +352,7 @@ export class BrokerNode {
         case 'deliver': {
           const consumer = this.consumers.get(effect.consumerId);
           if (consumer === undefined) break; // get, or a consumer attached elsewhere
-          const delivery = streamDeliveryOf(replica.name, consumer.tag, effect, replica.bodies.get(effect.messageId));
-          if (consumer.outbox.length === 0) setImmediate(() => flushDeliveries(consumer));
-          consumer.outbox.push(delivery);
+          consumer.outbox.push(streamDeliveryOf(replica.name, consumer.tag, effect, replica.bodies.get(effect.messageId)));
           this.metrics.deliveries.inc();
           break;
         }
@@ -750,15 +749,6 @@ function republication(
     ...(deaths !== null ? { deaths } : {}),
   };
   return { message, command };
-}
-
-/** One gRPC message for the turn's deliveries to a consumer (a single one as before). */
-function flushDeliveries(consumer: LocalConsumer): void {
-  const deliveries = consumer.outbox;
-  consumer.outbox = [];
-  if (deliveries.length === 0 || consumer.stream.cancelled || consumer.stream.destroyed) return;
-  if (deliveries.length === 1) consumer.stream.write({ delivery: deliveries[0] });
-  else consumer.stream.write({ deliveries: { deliveries } });
 }
 
 function leaderEffectsOf(queue: LocalQueue): Effect[] {

@@ -15,6 +15,7 @@ import { pino, type Logger } from 'pino';
 import type { NodeConfig } from './config.js';
 import { BrokerError, Status } from './errors.js';
 import { BrokerNode } from './node.js';
+import { responseSentInterceptor } from './response-sent.js';
 import { BrokerApi } from './service.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse, encodePublishOutcomes } from './wire.js';
@@ -59,6 +60,8 @@ export async function startNode(
   const server = new Server({
     'grpc.max_receive_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
     'grpc.max_send_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
+    // An auto-ack get acks only a response that was sent (service.ts).
+    interceptors: [responseSentInterceptor([BrokerService.get.path])],
   });
   // Publishes keep the client's encoded message, which goes into the log as is (wire.ts) ...
   const brokerService = {

@@ -36,6 +36,8 @@ import type { MetaReply } from './meta-machine.js';
 import { sleep, type BrokerNode, type LocalQueue } from './node.js';
 import { deliveryOf } from './queue-replica.js';
 import { rawMessageOf } from './wire.js';
+import { DeliveryOutbox } from './delivery-outbox.js';
+import { whenSent } from './response-sent.js';
 
 import pb = quorumq.v1;
 
@@ -50,7 +52,6 @@ function sessionOf(call: { metadata: Metadata }): string | undefined {
 }
 
 const withSession = (sessionId: string | undefined): { sessionId?: string } => (sessionId === undefined ? {} : { sessionId });
-const UNLIMITED_PREFETCH = 0;
 
 type Unary<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
 
@@ -170,9 +171,11 @@ export class BrokerApi {
   private clientFor(address: string): Client {
     let client = this.clients.get(address);
     if (client === undefined) {
+      // What a leader answers holds at most max_message_bytes of body (its own limit may be
+      // larger than this node's): no receive limit between nodes.
       client = new BrokerClient(address, credentials.createInsecure(), {
-        'grpc.max_receive_message_length': 64 * 1024 * 1024,
-        'grpc.max_send_message_length': 64 * 1024 * 1024,
+        'grpc.max_receive_message_length': -1,
+        'grpc.max_send_message_length': -1,
       });
       this.clients.set(address, client);
     }
@@ -532,9 +535,9 @@ export class BrokerApi {
         closed = true;
         fail(call, error);
       },
-      outbox: [],
+      outbox: new DeliveryOutbox(call),
     });
-    const prefetch = subscribe.prefetch ?? UNLIMITED_PREFETCH;
+    const prefetch = this.prefetchOf(subscribe.prefetch ?? 0);
     const reply = await this.node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0, ...withSession(sessionOf(call)) });
     if (reply.reply.type === 'error') {
       close();
@@ -566,7 +569,7 @@ export class BrokerApi {
           else proposeFromStream(command);
         }
       } else if (request.request === 'credit' && request.credit != null) {
-        proposeFromStream({ type: 'credit', consumerId: id, prefetch: request.credit.prefetch ?? 0 });
+        proposeFromStream({ type: 'credit', consumerId: id, prefetch: this.prefetchOf(request.credit.prefetch ?? 0) });
       } else {
         call.write({ event: { kind: 'error', message: 'unexpected request on a consume stream (subscribe twice?)' } });
       }
@@ -602,7 +605,14 @@ export class BrokerApi {
       metadata,
     ) as ClientDuplexStream<pb.ConsumeRequest.$Properties, pb.ConsumeResponse>;
     upstream.write({ subscribe });
-    upstream.on('data', (response: pb.ConsumeResponse) => call.write(response));
+    // Flow control end to end: while the client does not read, stop reading the leader (its
+    // stream then stops too, see DeliveryOutbox), instead of buffering here.
+    upstream.on('data', (response: pb.ConsumeResponse) => {
+      if (!call.write(response)) {
+        upstream.pause();
+        call.once('drain', () => upstream.resume());
+      }
+    });
     upstream.on('error', (error: ServiceError) => fail(call, error));
     upstream.on('end', () => call.end());
     call.on('data', (request: pb.ConsumeRequest) => upstream.write(request));
@@ -656,25 +666,44 @@ export class BrokerApi {
     });
   }
 
+  /**
+   * Get. An auto-ack get is served as a manual one, and this node acks it once its response
+   * left (see whenSent): a response that could not be sent (the call was cancelled, its
+   * deadline passed, the stream broke) returns the message to the queue instead of losing it.
+   */
   async get(request: pb.GetRequest, sessionId?: string): Promise<pb.GetResponse.$Properties> {
     const name = requireName(request.queue, 'queue');
-    return this.atLeader<pb.GetRequest.$Properties, pb.GetResponse.$Properties>(name, BrokerService.get, request, async () => {
+    const manual: pb.GetRequest.$Properties = { queue: name, manualAck: true };
+    const response = await this.atLeader<pb.GetRequest.$Properties, pb.GetResponse.$Properties>(name, BrokerService.get, manual, async () => {
       const local = this.node.queues.get(name);
       if (local === undefined || !local.group.isLeader) throw unavailable('NOT_LEADER', 'leadership moved; retry');
-      const consumerId = request.manualAck ? `${this.node.nodeId}/get/${this.node.newConsumerId()}` : undefined;
-      const result = await this.node.proposeLocal(local, {
-        type: 'get',
-        ackMode: request.manualAck ? 'manual' : 'auto',
-        ...(consumerId ? { consumerId } : {}),
-        ...withSession(sessionId),
-      });
+      const consumerId = `${this.node.nodeId}/get/${this.node.newConsumerId()}`;
+      const result = await this.node.proposeLocal(local, { type: 'get', ackMode: 'manual', consumerId, ...withSession(sessionId) });
       const reply = result.reply;
       if (reply.type === 'error') throw queueError(reply, name);
       const state = local.replica.state;
       const messageCount = state.totals.ready.count;
       if (reply.type !== 'message') return { messageCount };
-      return { delivery: deliveryOf(name, consumerId ?? '', reply.message, result.stored), messageCount };
+      return { delivery: deliveryOf(name, consumerId, reply.message, result.stored), messageCount };
     }, sessionId);
+    const delivery = response.delivery;
+    if (request.manualAck || delivery == null) return response;
+    const holder = delivery.consumerTag ?? '';
+    const deliveryTag = delivery.deliveryTag ?? 0;
+    const answer: pb.GetResponse.$Properties = { ...response, delivery: { ...delivery, consumerTag: '' } };
+    whenSent(answer, (sent) => {
+      const base = { consumerId: holder, deliveryTag, multiple: false };
+      this.node.proposeQueue(name, sent ? { type: 'ack', ...base } : { type: 'return', ...base }).catch((error: unknown) =>
+        this.node.logger.warn({ err: error, queue: name, sent }, 'settling an auto-ack get failed; the message stays held until its holder is released'),
+      );
+    });
+    return answer;
+  }
+
+  /** Spec 3: the prefetch a consumer gets; 0 (unlimited) and anything above max_prefetch are max_prefetch. */
+  private prefetchOf(requested: number): number {
+    const max = this.node.config.maxPrefetch;
+    return requested <= 0 || requested > max ? max : requested;
   }
 
   async settleGet(request: pb.SettleGetRequest): Promise<pb.SettleGetResponse.$Properties> {
@@ -728,7 +757,7 @@ export class BrokerApi {
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
     }));
     const queues = [...this.node.meta.queues.keys()].sort().map((name) => this.localQueueStatus(name));
-    return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues };
+    return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues, maxMessageBytes: this.node.config.maxMessageBytes };
   }
 
   /**
