@@ -58,6 +58,11 @@ export class NodeMetrics {
     registers: [this.registry],
   });
   readonly peerMessages = new Counter({ name: 'quorumq_peer_messages_total', help: 'Raft messages sent to peers', registers: [this.registry] });
+  readonly forwardsRerouted = new Counter({
+    name: 'quorumq_forwards_rerouted_total',
+    help: 'Forwarded proposals re-sent to a new leader because the old one stopped answering (deduplicated publishes only)',
+    registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({

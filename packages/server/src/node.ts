@@ -23,7 +23,7 @@ import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } f
 import { NodeMetrics } from './metrics.js';
 import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
 import { EntryBatcher } from './entry-batcher.js';
-import { stampEntry } from './wire.js';
+import { decodeQueueEntry, stampEntry } from './wire.js';
 import type { DeliveryOutbox } from './delivery-outbox.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
@@ -590,6 +590,7 @@ export class BrokerNode {
       },
       data,
       `queue ${JSON.stringify(name)}`,
+      () => isDeduplicated(data),
     );
   }
 
@@ -604,6 +605,7 @@ export class BrokerNode {
       async (group, deadline) => group.propose(data, deadline, 'the metadata group'),
       data,
       'the metadata group',
+      () => command.type === 'barrier',
     );
     if (reply.index !== undefined) await this.waitMetaApplied(reply.index);
     return reply;
@@ -623,12 +625,14 @@ export class BrokerNode {
   }
 
   /** The shared retry loop of proposals: local when this node leads, else forwarded. */
-  private async withLeader<R, G extends { readonly isLeader: boolean; readonly leaderId: NodeId | null }>(
+  private async withLeader<R, G extends Pick<RaftGroup<unknown>, 'isLeader' | 'leaderId' | 'whenLeaderOtherThan'>>(
     locate: () => { groupId: string; local: G | null; members: readonly NodeId[] },
     /** Proposes on the local leader; the proposal fails as OUTCOME_UNKNOWN after `deadline`. */
     proposeHere: (group: G, deadline: number) => Promise<R>,
     forwardData: Uint8Array,
     what: string,
+    /** Whether `forwardData` may be sent to a new leader while the old one may still commit it. */
+    resendable: () => boolean = () => false,
   ): Promise<R> {
     const deadline = Date.now() + this.config.requestTimeoutMs;
     let hint: NodeId | null = null;
@@ -641,8 +645,23 @@ export class BrokerNode {
         const leader = local?.leaderId ?? hint ?? (local === null ? (members[attempt % members.length] ?? null) : null);
         if (leader !== null && leader !== this.nodeId) {
           const remaining = Math.max(100, deadline - Date.now());
-          const reply = await this.transport.propose(leader, groupId, forwardData, remaining);
-          return decodeJson<R>(reply);
+          const forwarded = this.transport.propose(leader, groupId, forwardData, remaining);
+          const reply = local === null ? await forwarded : await untilLeaderMoves(forwarded, local, leader);
+          if (reply !== LEADER_MOVED) return decodeJson<R>(reply);
+          // The leader stopped answering and another node was elected (it may be paused or
+          // cut off). What it was sent may still commit, so only a request whose re-sending
+          // is deduplicated goes to the new leader now; any other fails at once.
+          if (!resendable()) {
+            throw new BrokerError(
+              Status.UNAVAILABLE,
+              'OUTCOME_UNKNOWN',
+              `${what}: leadership moved from ${leader} while it held this request; the outcome is unknown (publishes with a producer id are re-sent safely)`,
+            );
+          }
+          this.metrics.forwardsRerouted.inc();
+          hint = local?.leaderId ?? null;
+          attempt += 1;
+          continue;
         }
       } catch (error) {
         lastError = error;
@@ -749,6 +768,31 @@ function republication(
     ...(deaths !== null ? { deaths } : {}),
   };
   return { message, command };
+}
+
+const LEADER_MOVED = Symbol('leader moved');
+
+/** The forwarded request's reply, or LEADER_MOVED once `group` knows a leader other than `leader`. */
+async function untilLeaderMoves(forwarded: Promise<Uint8Array>, group: Pick<RaftGroup<unknown>, 'whenLeaderOtherThan'>, leader: NodeId): Promise<Uint8Array | typeof LEADER_MOVED> {
+  const watch = group.whenLeaderOtherThan(leader);
+  try {
+    const moved = watch.moved.then((yes): Promise<Uint8Array | typeof LEADER_MOVED> | typeof LEADER_MOVED => (yes ? LEADER_MOVED : forwarded));
+    return await Promise.race<Uint8Array | typeof LEADER_MOVED>([forwarded, moved]);
+  } finally {
+    watch.cancel();
+    forwarded.catch(() => {}); // a late failure of the abandoned forward is not this request's
+  }
+}
+
+/** Whether every command of a queue entry is an enqueue the queue deduplicates (producer id and sequence). */
+function isDeduplicated(data: Uint8Array): boolean {
+  let commands: ReturnType<typeof decodeQueueEntry>['commands'];
+  try {
+    commands = decodeQueueEntry(data).commands;
+  } catch {
+    return false;
+  }
+  return commands.length > 0 && commands.every(({ command }) => command.type === 'enqueue' && command.producerId !== undefined && command.sequence !== undefined);
 }
 
 function leaderEffectsOf(queue: LocalQueue): Effect[] {

@@ -74,6 +74,8 @@ export class RaftGroup<R> {
   private loopRunning = false;
   private stopped = false;
   private softState: SoftState = { leaderId: null, role: 'follower' };
+  /** See whenLeaderOtherThan: each returns true (and is removed) once it fired. */
+  private readonly leaderWatchers = new Set<() => boolean>();
   /** The index the machine has applied. */
   private machineIndex = 0;
   private waitersForLeader: Array<() => void> = [];
@@ -197,6 +199,30 @@ export class RaftGroup<R> {
     });
   }
 
+  /**
+   * Resolves once this node knows a leader other than `leader` (an election elsewhere), or
+   * when `cancel` is called; lets a request forwarded to `leader` stop waiting for it.
+   */
+  whenLeaderOtherThan(leader: NodeId): { readonly moved: Promise<boolean>; cancel(): void } {
+    let settle: (moved: boolean) => void = () => {};
+    const moved = new Promise<boolean>((resolve) => (settle = resolve));
+    const check = (): boolean => {
+      const current = this.softState.leaderId;
+      if (current === null || current === leader) return false;
+      settle(true);
+      return true;
+    };
+    if (check()) return { moved, cancel: () => {} };
+    this.leaderWatchers.add(check);
+    return {
+      moved,
+      cancel: () => {
+        this.leaderWatchers.delete(check);
+        settle(false);
+      },
+    };
+  }
+
   /** Stops driving the group: pending proposals fail, nothing more is persisted. */
   stop(reason: string): void {
     if (this.stopped) return;
@@ -296,6 +322,7 @@ export class RaftGroup<R> {
       this.waitersForLeader = [];
       for (const w of waiters) w();
     }
+    for (const watcher of this.leaderWatchers) if (watcher()) this.leaderWatchers.delete(watcher);
     this.options.onSoftState?.(state);
   }
 
