@@ -54,4 +54,33 @@ describe('publishing through a follower while the queue leader is paused', () =>
     }
     expect(seen.sort()).toEqual(['before', ...Array.from({ length: 20 }, (_, i) => `during-${i}`)].sort());
   });
+
+  it('an SDK publishing straight to the paused leader fails over and confirms, each stored once', async () => {
+    const client = cluster.client();
+    await client.declareQueue('paused.direct');
+    const leader = await cluster.leaderOf('paused.direct', client);
+    const publisher = client.createPublisher({ producerId: 'paused-direct-test', maxInFlight: 16 });
+    await publisher.publish('paused.direct', 'before');
+    cluster.local.pause(leader);
+    let resumed = false;
+    try {
+      const started = Date.now();
+      const results = await Promise.all(Array.from({ length: 20 }, (_, i) => publisher.publish('paused.direct', `during-${i}`)));
+      const elapsed = Date.now() - started;
+      expect(results.map((r) => r.outcome)).toEqual(Array.from({ length: 20 }, () => 'confirmed'));
+      expect(elapsed).toBeLessThan(REQUEST_TIMEOUT_MS / 2);
+      cluster.local.resume(leader);
+      resumed = true;
+    } finally {
+      if (!resumed) cluster.local.resume(leader);
+    }
+    await publisher.close();
+    const seen: string[] = [];
+    for (;;) {
+      const delivery = await client.get('paused.direct');
+      if (delivery === null) break;
+      seen.push(delivery.body.toString());
+    }
+    expect(seen.sort()).toEqual(['before', ...Array.from({ length: 20 }, (_, i) => `during-${i}`)].sort());
+  });
 });
