@@ -611,9 +611,40 @@ export class BrokerNode {
     return reply;
   }
 
-  /** Catches up with every metadata change committed before now (a read barrier). */
-  async metaBarrier(): Promise<void> {
-    await this.proposeMeta({ type: 'barrier' });
+  /**
+   * Catches up with every metadata change committed before now (a read barrier). Callers
+   * share barriers: while one is in flight, later callers wait for the next one, which is
+   * proposed once it finished (a barrier proposed before a caller arrived would not cover
+   * changes committed in between). Unroutable publishes and dead-letters at any rate thus
+   * cost at most one barrier per round trip of the metadata group, not one each.
+   */
+  metaBarrier(): Promise<void> {
+    if (this.barrierInFlight === null) return this.startBarrier();
+    if (this.nextBarrier === null) {
+      this.nextBarrier = this.barrierInFlight.then(
+        () => this.startBarrier(),
+        () => this.startBarrier(),
+      );
+      this.nextBarrier.then(
+        () => undefined,
+        () => undefined,
+      );
+    }
+    return this.nextBarrier;
+  }
+
+  private barrierInFlight: Promise<void> | null = null;
+  private nextBarrier: Promise<void> | null = null;
+
+  private startBarrier(): Promise<void> {
+    this.nextBarrier = null;
+    const barrier = this.proposeMeta({ type: 'barrier' }).then(() => undefined);
+    this.barrierInFlight = barrier;
+    const done = (): void => {
+      if (this.barrierInFlight === barrier) this.barrierInFlight = null;
+    };
+    barrier.then(done, done);
+    return barrier;
   }
 
   private async waitMetaApplied(index: number): Promise<void> {
