@@ -65,10 +65,21 @@ async function checkHealth(options: { address: string; timeout: number; service:
   process.exit(status === 'SERVING' ? 0 : 1);
 }
 
-async function runCluster(options: { nodes: number; basePort: number; host: string; data: string }): Promise<void> {
+/** The metrics port of a local cluster's first node when --metrics-port is not given: 7001 -> 9101. */
+const METRICS_PORT_OFFSET = 2100;
+
+async function runCluster(options: { nodes: number; basePort: number; metricsPort?: number; host: string; data: string }): Promise<void> {
   const main = fileURLToPath(import.meta.url);
   const ids = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
+  const metricsPort = options.metricsPort ?? options.basePort + METRICS_PORT_OFFSET;
+  for (const [flag, first] of [['--base-port', options.basePort], ['--metrics-port', metricsPort]] as const) {
+    if (first < 1 || first + options.nodes - 1 > 65535) {
+      process.stderr.write(`quorumq: ${flag} ${first} leaves no room for ${options.nodes} ports (1-65535)\n`);
+      process.exit(2);
+    }
+  }
   const address = (i: number): string => `${options.host}:${options.basePort + i}`;
+  const metricsAddress = (i: number): string => `${options.host}:${metricsPort + i}`;
   const peers = ids.map((id, i) => `${id}=${address(i)}`).join(',');
   const children: ChildProcess[] = [];
   let stopping = false;
@@ -84,7 +95,7 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
         QUORUMQ_ADVERTISE: address(i),
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: dataDir,
-        QUORUMQ_METRICS_LISTEN: `${options.host}:${9101 + i}`,
+        QUORUMQ_METRICS_LISTEN: metricsAddress(i),
       },
     });
     child.on('exit', (code, signal) => {
@@ -94,7 +105,7 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
   });
   process.stdout.write(
     `quorumq: local cluster of ${options.nodes} nodes\n` +
-      ids.map((id, i) => `  ${id}  grpc ${address(i)}  metrics http://${options.host}:${9101 + i}/metrics  data ${join(options.data, id)}\n`).join('') +
+      ids.map((id, i) => `  ${id}  grpc ${address(i)}  metrics http://${metricsAddress(i)}/metrics  data ${join(options.data, id)}\n`).join('') +
       `connect with: connect({ nodes: [${ids.map((_, i) => `'${address(i)}'`).join(', ')}] })\nCtrl-C stops the cluster.\n`,
   );
   const stop = (): void => {
@@ -119,7 +130,8 @@ program
   .command('cluster')
   .description('start a local cluster of nodes on loopback, data under --data')
   .option('-n, --nodes <count>', 'number of nodes', integer, 3)
-  .option('-p, --base-port <port>', 'gRPC port of the first node', integer, 7001)
+  .option('-p, --base-port <port>', 'gRPC port of the first node (the others follow)', integer, 7001)
+  .option('-m, --metrics-port <port>', `metrics port of the first node (default: base port + ${METRICS_PORT_OFFSET})`, integer)
   .option('--host <host>', 'address to bind', '127.0.0.1')
   .option('-d, --data <dir>', 'data directory', './data')
   .action(runCluster);
