@@ -8,9 +8,11 @@ import { Command, InvalidArgumentError } from 'commander';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 import { healthStatus } from './health.js';
+import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
 
 function integer(value: string): number {
   const n = Number(value);
@@ -68,8 +70,16 @@ async function checkHealth(options: { address: string; timeout: number; service:
 /** The metrics port of a local cluster's first node when --metrics-port is not given: 7001 -> 9101. */
 const METRICS_PORT_OFFSET = 2100;
 
-async function runCluster(options: { nodes: number; basePort: number; metricsPort?: number; host: string; data: string }): Promise<void> {
+function logFormat(value: string): LogFormat {
+  if (!(LOG_FORMATS as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${LOG_FORMATS.join(', ')}`);
+  return value as LogFormat;
+}
+
+async function runCluster(options: { nodes: number; basePort: number; metricsPort?: number; host: string; data: string; logFormat: LogFormat }): Promise<void> {
   const main = fileURLToPath(import.meta.url);
+  // On a terminal the nodes' JSON log lines are printed readably; otherwise (a pipe, a file,
+  // a test reading them) they pass through unchanged.
+  const format = prettyLogsFor(options.logFormat, process.stdout) ? nodeLogFormatter() : null;
   const ids = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   const metricsPort = options.metricsPort ?? options.basePort + METRICS_PORT_OFFSET;
   for (const [flag, first] of [['--base-port', options.basePort], ['--metrics-port', metricsPort]] as const) {
@@ -87,7 +97,7 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
     const dataDir = resolve(options.data, id);
     mkdirSync(dataDir, { recursive: true });
     const child = spawn(process.execPath, [...process.execArgv, main, 'node'], {
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['ignore', format === null ? 'inherit' : 'pipe', 'inherit'],
       env: {
         ...process.env,
         QUORUMQ_NODE_ID: id,
@@ -98,6 +108,9 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
         QUORUMQ_METRICS_LISTEN: metricsAddress(i),
       },
     });
+    if (format !== null && child.stdout !== null) {
+      createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => process.stdout.write(`${format(id, line)}\n`));
+    }
     child.on('exit', (code, signal) => {
       if (!stopping) process.stderr.write(`quorumq: node ${id} exited (${signal ?? code})\n`);
     });
@@ -113,7 +126,8 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
     stopping = true;
     for (const child of children) child.kill('SIGTERM');
     let alive = children.length;
-    for (const child of children) child.on('exit', () => (--alive === 0 ? process.exit(0) : undefined));
+    // 'close': the node exited and its last log lines were printed.
+    for (const child of children) child.on('close', () => (--alive === 0 ? process.exit(0) : undefined));
     setTimeout(() => process.exit(0), 10_000).unref();
   };
   process.on('SIGINT', stop);
@@ -134,6 +148,7 @@ program
   .option('-m, --metrics-port <port>', `metrics port of the first node (default: base port + ${METRICS_PORT_OFFSET})`, integer)
   .option('--host <host>', 'address to bind', '127.0.0.1')
   .option('-d, --data <dir>', 'data directory', './data')
+  .option('--log-format <format>', 'node logs: pretty (readable), json (as the nodes write them), auto (pretty on a terminal)', logFormat, 'auto')
   .action(runCluster);
 program
   .command('health')

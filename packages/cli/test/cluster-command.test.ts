@@ -1,6 +1,6 @@
 /**
  * `quorumq cluster` (what `npm start` runs), as a user starts it: real node processes, the
- * banner it prints, where the nodes serve their metrics.
+ * banner it prints, where the nodes serve their metrics, how their logs are printed.
  */
 import { CLI_MAIN, freePort } from '@quorumq/cli';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -12,6 +12,8 @@ import { createInterface } from 'node:readline';
 import { afterEach, expect, it } from 'vitest';
 
 const NODES = 3;
+/** The line startCluster adds to the output when the cluster process exits. */
+const EXITED = '(the cluster process exited)';
 let running: { child: ChildProcess; dir: string } | null = null;
 
 afterEach(async () => {
@@ -61,7 +63,13 @@ function startCluster(args: string[]): { lines: string[]; exit: Promise<number |
   const lines: string[] = [];
   createInterface({ input: child.stdout! }).on('line', (line) => lines.push(line));
   child.stderr!.on('data', (chunk: Buffer) => lines.push(`stderr: ${chunk.toString()}`));
-  return { lines, exit: new Promise((resolve) => child.once('exit', resolve)) };
+  const exit = new Promise<number | null>((resolve) =>
+    child.once('exit', (code, signal) => {
+      lines.push(`${EXITED} ${signal ?? code}`);
+      resolve(code);
+    }),
+  );
+  return { lines, exit };
 }
 
 /** Retries `attempt` until it returns a value (not undefined), or fails with the output so far. */
@@ -70,7 +78,7 @@ async function until<T>(what: string, lines: string[], attempt: () => T | undefi
   for (;;) {
     const found = await Promise.resolve().then(attempt).catch(() => undefined);
     if (found !== undefined) return found;
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms; output:\n${lines.join('\n')}`);
+    if (Date.now() > deadline || lines.some((l) => l.startsWith(EXITED))) throw new Error(`no ${what} (waited up to ${timeoutMs} ms); output:\n${lines.join('\n')}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -94,6 +102,23 @@ it('serves the metrics on ports that follow --base-port (base + 2100 + i), as th
     });
     expect(text).toMatch(/^quorumq_wal_flushes_total /m);
   }
+  // stdout is a pipe: the nodes' log lines come through as the JSON lines they wrote.
+  const serving = await until('"node serving" from every node', lines, () => {
+    const found = lines.filter((l) => l.includes('"msg":"node serving"'));
+    return found.length === NODES ? found : undefined;
+  });
+  expect(serving.map((l) => (JSON.parse(l) as { node: string }).node).sort()).toEqual(['n1', 'n2', 'n3']);
+  const logLines = lines.slice(lines.findIndex((l) => l.startsWith('Ctrl-C')) + 1);
+  for (const line of logLines.filter((l) => !l.startsWith('stderr: '))) expect(() => JSON.parse(line), line).not.toThrow();
+});
+
+it('prints readable log lines, prefixed with the node, with --log-format pretty (what a terminal gets)', async () => {
+  const base = await freeBasePort();
+  const { lines } = startCluster(['--base-port', String(base), '--nodes', '1', '--log-format', 'pretty']);
+  const plain = (): string[] => lines.map((l) => l.replace(/\x1b\[[0-9;]*m/g, ''));
+  const serving = await until('"node serving"', lines, () => plain().find((l) => l.includes('node serving')));
+  expect(serving).toMatch(/^n1 \| \[\d\d:\d\d:\d\d\.\d{3}\] INFO: node serving \{"metadataLeader":"n1"\}$/);
+  expect(plain().some((l) => l.startsWith('{'))).toBe(false);
 });
 
 it('takes the first metrics port from --metrics-port', async () => {
