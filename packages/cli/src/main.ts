@@ -8,9 +8,11 @@ import { Command, InvalidArgumentError } from 'commander';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 import { healthStatus } from './health.js';
+import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
 
 function integer(value: string): number {
   const n = Number(value);
@@ -65,10 +67,29 @@ async function checkHealth(options: { address: string; timeout: number; service:
   process.exit(status === 'SERVING' ? 0 : 1);
 }
 
-async function runCluster(options: { nodes: number; basePort: number; host: string; data: string }): Promise<void> {
+/** The metrics port of a local cluster's first node when --metrics-port is not given: 7001 -> 9101. */
+const METRICS_PORT_OFFSET = 2100;
+
+function logFormat(value: string): LogFormat {
+  if (!(LOG_FORMATS as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${LOG_FORMATS.join(', ')}`);
+  return value as LogFormat;
+}
+
+async function runCluster(options: { nodes: number; basePort: number; metricsPort?: number; host: string; data: string; logFormat: LogFormat }): Promise<void> {
   const main = fileURLToPath(import.meta.url);
+  // On a terminal the nodes' JSON log lines are printed readably; otherwise (a pipe, a file,
+  // a test reading them) they pass through unchanged.
+  const format = prettyLogsFor(options.logFormat, process.stdout) ? nodeLogFormatter() : null;
   const ids = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
+  const metricsPort = options.metricsPort ?? options.basePort + METRICS_PORT_OFFSET;
+  for (const [flag, first] of [['--base-port', options.basePort], ['--metrics-port', metricsPort]] as const) {
+    if (first < 1 || first + options.nodes - 1 > 65535) {
+      process.stderr.write(`quorumq: ${flag} ${first} leaves no room for ${options.nodes} ports (1-65535)\n`);
+      process.exit(2);
+    }
+  }
   const address = (i: number): string => `${options.host}:${options.basePort + i}`;
+  const metricsAddress = (i: number): string => `${options.host}:${metricsPort + i}`;
   const peers = ids.map((id, i) => `${id}=${address(i)}`).join(',');
   const children: ChildProcess[] = [];
   let stopping = false;
@@ -76,7 +97,7 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
     const dataDir = resolve(options.data, id);
     mkdirSync(dataDir, { recursive: true });
     const child = spawn(process.execPath, [...process.execArgv, main, 'node'], {
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['ignore', format === null ? 'inherit' : 'pipe', 'inherit'],
       env: {
         ...process.env,
         QUORUMQ_NODE_ID: id,
@@ -84,9 +105,12 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
         QUORUMQ_ADVERTISE: address(i),
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: dataDir,
-        QUORUMQ_METRICS_LISTEN: `${options.host}:${9101 + i}`,
+        QUORUMQ_METRICS_LISTEN: metricsAddress(i),
       },
     });
+    if (format !== null && child.stdout !== null) {
+      createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => process.stdout.write(`${format(id, line)}\n`));
+    }
     child.on('exit', (code, signal) => {
       if (!stopping) process.stderr.write(`quorumq: node ${id} exited (${signal ?? code})\n`);
     });
@@ -94,7 +118,7 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
   });
   process.stdout.write(
     `quorumq: local cluster of ${options.nodes} nodes\n` +
-      ids.map((id, i) => `  ${id}  grpc ${address(i)}  metrics http://${options.host}:${9101 + i}/metrics  data ${join(options.data, id)}\n`).join('') +
+      ids.map((id, i) => `  ${id}  grpc ${address(i)}  metrics http://${metricsAddress(i)}/metrics  data ${join(options.data, id)}\n`).join('') +
       `connect with: connect({ nodes: [${ids.map((_, i) => `'${address(i)}'`).join(', ')}] })\nCtrl-C stops the cluster.\n`,
   );
   const stop = (): void => {
@@ -102,7 +126,8 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
     stopping = true;
     for (const child of children) child.kill('SIGTERM');
     let alive = children.length;
-    for (const child of children) child.on('exit', () => (--alive === 0 ? process.exit(0) : undefined));
+    // 'close': the node exited and its last log lines were printed.
+    for (const child of children) child.on('close', () => (--alive === 0 ? process.exit(0) : undefined));
     setTimeout(() => process.exit(0), 10_000).unref();
   };
   process.on('SIGINT', stop);
@@ -119,9 +144,11 @@ program
   .command('cluster')
   .description('start a local cluster of nodes on loopback, data under --data')
   .option('-n, --nodes <count>', 'number of nodes', integer, 3)
-  .option('-p, --base-port <port>', 'gRPC port of the first node', integer, 7001)
+  .option('-p, --base-port <port>', 'gRPC port of the first node (the others follow)', integer, 7001)
+  .option('-m, --metrics-port <port>', `metrics port of the first node (default: base port + ${METRICS_PORT_OFFSET})`, integer)
   .option('--host <host>', 'address to bind', '127.0.0.1')
   .option('-d, --data <dir>', 'data directory', './data')
+  .option('--log-format <format>', 'node logs: pretty (readable), json (as the nodes write them), auto (pretty on a terminal)', logFormat, 'auto')
   .action(runCluster);
 program
   .command('health')

@@ -3,6 +3,8 @@
 //   generated/services.js + .d.ts  grpc-js service definitions built from the services the
 //                                  .proto files declare, (de)serialising with those classes
 //   generated/index.js + .d.ts     re-exports both
+//   generated/descriptors.binpb    a FileDescriptorSet of proto/ and of grpc.health.v1, built by
+//                                  buf (what the node serves through server reflection)
 // Nothing here is written by hand per message type: add a message or an rpc to a .proto
 // file and run `npm run build`.
 import { execFileSync } from 'node:child_process';
@@ -19,6 +21,7 @@ mkdirSync(out, { recursive: true });
 
 const protoDir = join(protoRoot, 'quorumq/v1');
 const files = readdirSync(protoDir).filter((f) => f.endsWith('.proto')).sort().map((f) => join(protoDir, f));
+const packageRoot = (name) => dirname(fileURLToPath(import.meta.resolve(`${name}/package.json`)));
 const cli = (name) => join(dirname(fileURLToPath(import.meta.resolve('protobufjs-cli/package.json'))), 'bin', name);
 
 execFileSync(process.execPath, [cli('pbjs'), '-t', 'static-module', '-w', 'es6', '--es6', '--force-number',
@@ -81,10 +84,25 @@ writeFileSync(join(out, 'numbers.js'), `import $protobuf from 'protobufjs/minima
 // a client's encoded Message through unchanged); fields.js (hand-written) writes them.
 writeFileSync(
   join(out, 'index.js'),
-  `import './numbers.js';\nimport $protobuf from 'protobufjs/minimal.js';\nexport { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport const Reader = $protobuf.Reader;\nexport * from '../fields.js';\n`,
+  `import './numbers.js';\nimport $protobuf from 'protobufjs/minimal.js';\nexport { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport const Reader = $protobuf.Reader;\nexport * from '../fields.js';\n` +
+    `/** The FileDescriptorSet (binary) of proto/ and grpc.health.v1, compiled by buf. */\n` +
+    `export const descriptorSetPath = new URL('./descriptors.binpb', import.meta.url);\n`,
 );
 writeFileSync(
   join(out, 'index.d.ts'),
-  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from 'protobufjs/minimal.js';\nexport * from '../fields.js';\n`,
+  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from 'protobufjs/minimal.js';\nexport * from '../fields.js';\n` +
+    `/** The FileDescriptorSet (binary) of proto/ and grpc.health.v1, compiled by buf. */\n` +
+    `export declare const descriptorSetPath: URL;\n`,
 );
+
+// Descriptors for server reflection, compiled by buf (a real protobuf compiler: protobufjs's
+// descriptors are not well formed, e.g. its map entry types are misnamed, and buf curl or
+// grpcurl then cannot use them). Both the quorumq files and the standard health service the
+// node serves (grpc-health-check's health.proto) go in. A FileDescriptorSet is one repeated
+// field, so two encoded sets written one after the other are one set holding both.
+const buf = join(packageRoot('@bufbuild/buf'), 'bin', 'buf'); // a Node script that runs the platform's binary
+const descriptorSet = (input) => execFileSync(process.execPath, [buf, 'build', input, '--output', '-#format=binpb']);
+const descriptors = Buffer.concat([descriptorSet(protoRoot), descriptorSet(join(packageRoot('grpc-health-check'), 'proto'))]);
+writeFileSync(join(out, 'descriptors.binpb'), descriptors);
+
 console.log(`generated ${services.length} services from ${files.length} proto files`);

@@ -17,6 +17,8 @@ export interface NodeConfig {
   readonly dataDir: string;
   /** host:port of the Prometheus /metrics endpoint, or null for none. */
   readonly metricsListen: string | null;
+  /** Most queues with their own `quorumq_queue_messages` series (the largest this node leads). */
+  readonly metricsQueueLimit: number;
   readonly tickMs: number;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
@@ -49,6 +51,7 @@ export const DEFAULTS = {
   listen: '127.0.0.1:7001',
   dataDir: './data',
   metricsListen: null,
+  metricsQueueLimit: 1000,
   tickMs: 50,
   electionTicks: 10,
   heartbeatTicks: 2,
@@ -75,6 +78,7 @@ const ENV: Record<string, string> = {
   QUORUMQ_PEERS: 'peers',
   QUORUMQ_DATA_DIR: 'dataDir',
   QUORUMQ_METRICS_LISTEN: 'metricsListen',
+  QUORUMQ_METRICS_QUEUE_LIMIT: 'metricsQueueLimit',
   QUORUMQ_TICK_MS: 'tickMs',
   QUORUMQ_ELECTION_TICKS: 'electionTicks',
   QUORUMQ_HEARTBEAT_TICKS: 'heartbeatTicks',
@@ -164,6 +168,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     peers,
     dataDir,
     metricsListen: text(raw, 'metricsListen', DEFAULTS.metricsListen),
+    metricsQueueLimit: integer(raw, 'metricsQueueLimit', DEFAULTS.metricsQueueLimit, 0),
     tickMs: integer(raw, 'tickMs', DEFAULTS.tickMs, 1),
     electionTicks: integer(raw, 'electionTicks', DEFAULTS.electionTicks, 2),
     heartbeatTicks: integer(raw, 'heartbeatTicks', DEFAULTS.heartbeatTicks, 1),

@@ -2,11 +2,34 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-/** How often the event-loop delay is sampled (`quorumq_process_nodejs_eventloop_lag_*`). */
+import { DEFAULTS } from './config.js';
+
+/** How often the event-loop delay is sampled (`nodejs_eventloop_lag_*`). */
 export const EVENT_LOOP_SAMPLE_MS = 100;
+
+/** The messages of one queue this node leads, by state (its replica's totals). */
+export interface QueueMessageCounts {
+  readonly queue: string;
+  readonly ready: number;
+  readonly unacked: number;
+  readonly delayed: number;
+  readonly deadLettering: number;
+}
+
+/** The `state` label values of the message gauges, with the count each reads. */
+const STATES: ReadonlyArray<readonly [string, (counts: QueueMessageCounts) => number]> = [
+  ['ready', (c) => c.ready],
+  ['unacked', (c) => c.unacked],
+  ['delayed', (c) => c.delayed],
+  ['dead_lettering', (c) => c.deadLettering],
+];
+
+const totalOf = (counts: QueueMessageCounts): number => counts.ready + counts.unacked + counts.delayed + counts.deadLettering;
 
 export class NodeMetrics {
   readonly registry = new Registry();
+  /** The queues this node leads, read at scrape time (see observeQueues). */
+  private ledQueues: () => Iterable<QueueMessageCounts> = () => [];
   readonly publishes = new Counter({
     name: 'quorumq_publishes_total',
     help: 'Publishes answered, by outcome',
@@ -41,11 +64,29 @@ export class NodeMetrics {
     registers: [this.registry],
   });
   readonly diskAlarm = new Gauge({ name: 'quorumq_disk_alarm', help: '1 while free disk space is below disk_free_limit', registers: [this.registry] });
-  readonly queueMessages = new Gauge({
+  // Queue depths are computed when /metrics is scraped, not kept up to date on every change.
+  // Only a queue's leader reports it (a sum over the cluster counts each queue once), and
+  // per-queue series are capped: with more queues than `queueLimit` only the largest are
+  // listed, while quorumq_messages and quorumq_queues_led always cover them all.
+  readonly queueMessages: Gauge<'queue' | 'state'> = new Gauge({
     name: 'quorumq_queue_messages',
-    help: 'Messages in queues this node leads, by state',
+    help: 'Messages in queues this node leads, by state (the largest queues, up to metricsQueueLimit)',
     labelNames: ['queue', 'state'],
     registers: [this.registry],
+    collect: () => this.collectQueueMessages(),
+  });
+  readonly messages: Gauge<'state'> = new Gauge({
+    name: 'quorumq_messages',
+    help: 'Messages in all the queues this node leads, by state',
+    labelNames: ['state'],
+    registers: [this.registry],
+    collect: () => this.collectMessages(),
+  });
+  readonly queuesLed: Gauge = new Gauge({
+    name: 'quorumq_queues_led',
+    help: 'Queues this node leads',
+    registers: [this.registry],
+    collect: () => this.queuesLed.set([...this.ledQueues()].length),
   });
 
   readonly walFlushes = new Counter({ name: 'quorumq_wal_flushes_total', help: 'WAL flushes (one durable write each, for every group on the node)', registers: [this.registry] });
@@ -64,15 +105,38 @@ export class NodeMetrics {
     registers: [this.registry],
   });
 
-  constructor() {
+  /** @param queueLimit most queues with their own quorumq_queue_messages series */
+  constructor(private readonly queueLimit: number = DEFAULTS.metricsQueueLimit) {
+    // The standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes, ...) that
+    // dashboards and alerts for Node.js processes expect: no prefix.
     collectDefaultMetrics({
       register: this.registry,
-      prefix: 'quorumq_process_',
       // The event-loop delay histogram samples with a timer of this period. prom-client's
       // default (10 ms) woke an idle node 100 times a second, most of its idle CPU; a stall
       // long enough to matter still shows at 100 ms.
       eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS,
     });
+  }
+
+  /** Where the queue gauges read, at each scrape, the queues this node leads. */
+  observeQueues(ledQueues: () => Iterable<QueueMessageCounts>): void {
+    this.ledQueues = ledQueues;
+  }
+
+  private collectQueueMessages(): void {
+    let queues = [...this.ledQueues()];
+    if (queues.length > this.queueLimit) queues = queues.sort((a, b) => totalOf(b) - totalOf(a) || (a.queue < b.queue ? -1 : 1)).slice(0, this.queueLimit);
+    // Queues deleted or led elsewhere since the last scrape go.
+    this.queueMessages.reset();
+    for (const counts of queues) {
+      for (const [state, count] of STATES) this.queueMessages.set({ queue: counts.queue, state }, count(counts));
+    }
+  }
+
+  private collectMessages(): void {
+    const sums = STATES.map(() => 0);
+    for (const counts of this.ledQueues()) STATES.forEach(([, count], i) => (sums[i] = (sums[i] ?? 0) + count(counts)));
+    STATES.forEach(([state], i) => this.messages.set({ state }, sums[i] ?? 0));
   }
 
   /** Serves /metrics on `address` (host:port). */

@@ -20,7 +20,7 @@ import { BrokerError, Status, isServiceError, notFound, unavailable } from './er
 import { headersFromWire } from './headers.js';
 import { decodeJson, encodeJson } from './json-codec.js';
 import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
-import { NodeMetrics } from './metrics.js';
+import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
 import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
 import { EntryBatcher } from './entry-batcher.js';
 import { decodeQueueEntry, stampEntry } from './wire.js';
@@ -67,7 +67,7 @@ export interface LocalQueue {
 const FORWARDING_BATCHERS_MAX = 10_000;
 
 export class BrokerNode {
-  readonly metrics = new NodeMetrics();
+  readonly metrics: NodeMetrics;
   readonly meta: MetaMachine;
   readonly metaGroup: RaftGroup<MetaReply>;
   readonly queues = new Map<string, LocalQueue>();
@@ -88,6 +88,8 @@ export class BrokerNode {
     readonly logger: Logger,
     private readonly onFatal: (error: unknown) => void,
   ) {
+    this.metrics = new NodeMetrics(config.metricsQueueLimit);
+    this.metrics.observeQueues(() => this.ledQueueCounts());
     this.meta = new MetaMachine(() => this.reconcileSoon());
     this.metaGroup = new RaftGroup<MetaReply>({
       groupId: META_GROUP,
@@ -225,6 +227,15 @@ export class BrokerNode {
     for (const queue of [...this.queues.values()]) {
       const current = this.meta.queues.get(queue.definition.name);
       if (current === undefined || current.createdIndex !== queue.definition.createdIndex) this.dropQueue(queue, 'the queue was deleted');
+    }
+  }
+
+  /** The message counts of the queues this node leads (read when /metrics is scraped). */
+  private *ledQueueCounts(): Iterable<QueueMessageCounts> {
+    for (const [queue, local] of this.queues) {
+      if (!local.group.isLeader) continue;
+      const totals = local.replica.state.totals;
+      yield { queue, ready: totals.ready.count, unacked: totals.delivered.count, delayed: totals.delayed.count, deadLettering: totals.deadLettering.count };
     }
   }
 

@@ -3,18 +3,14 @@
  * client API, the peer API, standard health checking and server reflection.
  */
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
-import { ReflectionService } from '@grpc/reflection';
 import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
 import { HealthImplementation } from 'grpc-health-check';
-import { existsSync, readdirSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
 import { BrokerError, Status } from './errors.js';
 import { BrokerNode } from './node.js';
+import { addReflection } from './reflection.js';
 import { responseSentInterceptor } from './response-sent.js';
 import { BrokerApi } from './service.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
@@ -34,14 +30,6 @@ export interface RunningNode {
 
 export function createLogger(config: Pick<NodeConfig, 'nodeId' | 'logLevel'>): Logger {
   return pino({ level: config.logLevel, base: { node: config.nodeId } });
-}
-
-function protoDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  for (const candidate of [resolve(here, '../../../proto'), resolve(here, '../../proto'), resolve(process.cwd(), 'proto')]) {
-    if (existsSync(join(candidate, 'quorumq/v1/broker.proto'))) return candidate;
-  }
-  throw new Error('cannot find the proto/ directory (needed for server reflection)');
 }
 
 export async function startNode(
@@ -105,9 +93,7 @@ export async function startNode(
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'quorumq.v1.Broker': 'NOT_SERVING' });
   health.addToServer(server);
-  const dir = protoDir();
-  const files = readdirSync(join(dir, 'quorumq/v1')).filter((f) => f.endsWith('.proto')).map((f) => `quorumq/v1/${f}`);
-  new ReflectionService(loadSync(files, { includeDirs: [dir] })).addToServer(server);
+  addReflection(server);
 
   const port = await new Promise<number>((resolvePort, reject) => {
     server.bindAsync(config.listen, ServerCredentials.createInsecure(), (error, boundPort) => (error ? reject(error) : resolvePort(boundPort)));

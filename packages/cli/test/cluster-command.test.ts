@@ -1,0 +1,140 @@
+/**
+ * `quorumq cluster` (what `npm start` runs), as a user starts it: real node processes, the
+ * banner it prints, where the nodes serve their metrics, how their logs are printed.
+ */
+import { CLI_MAIN, freePort } from '@quorumq/cli';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterEach, expect, it } from 'vitest';
+
+const NODES = 3;
+/** The line startCluster adds to the output when the cluster process exits. */
+const EXITED = '(the cluster process exited)';
+let running: { child: ChildProcess; dir: string } | null = null;
+
+afterEach(async () => {
+  if (running === null) return;
+  const { child, dir } = running;
+  running = null;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((done) => child.once('exit', done));
+    // The cluster stops its nodes on SIGTERM; the group kill below covers one that failed to.
+    child.kill('SIGTERM');
+    await Promise.race([exited, new Promise((done) => setTimeout(done, 15_000))]);
+  }
+  try {
+    process.kill(-child.pid!, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A base port with NODES free ports from it and from it + 2100 (the default metrics ports). */
+async function freeBasePort(): Promise<number> {
+  for (;;) {
+    const base = await freePort();
+    const ports = Array.from({ length: NODES }, (_, i) => [base + i, base + 2100 + i]).flat();
+    if (base + 2100 + NODES <= 65535 && (await Promise.all(ports.map(isFree))).every(Boolean)) return base;
+  }
+}
+
+/** Starts `quorumq cluster` with stdout a pipe (not a TTY); resolves with its stdout lines so far, as they come. */
+function startCluster(args: string[]): { lines: string[]; exit: Promise<number | null> } {
+  const dir = mkdtempSync(join(tmpdir(), 'quorumq-cluster-'));
+  const child = spawn(process.execPath, [CLI_MAIN, 'cluster', '--data', dir, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true, // its own process group, so that cleanup reaches the nodes too
+    env: { ...process.env, QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576' },
+  });
+  running = { child, dir };
+  const lines: string[] = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => lines.push(line));
+  child.stderr!.on('data', (chunk: Buffer) => lines.push(`stderr: ${chunk.toString()}`));
+  const exit = new Promise<number | null>((resolve) =>
+    child.once('exit', (code, signal) => {
+      lines.push(`${EXITED} ${signal ?? code}`);
+      resolve(code);
+    }),
+  );
+  return { lines, exit };
+}
+
+/** Retries `attempt` until it returns a value (not undefined), or fails with the output so far. */
+async function until<T>(what: string, lines: string[], attempt: () => T | undefined | Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = await Promise.resolve().then(attempt).catch(() => undefined);
+    if (found !== undefined) return found;
+    if (Date.now() > deadline || lines.some((l) => l.startsWith(EXITED))) throw new Error(`no ${what} (waited up to ${timeoutMs} ms); output:\n${lines.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The node lines of the banner (`  n1  grpc ...  metrics ...  data ...`), once all are printed. */
+function bannerNodes(lines: string[]): Array<{ grpc: string | undefined; metrics: string | undefined }> | undefined {
+  const nodes = lines.filter((l) => /^ {2}n\d+ {2}grpc /.test(l));
+  if (nodes.length < NODES) return undefined;
+  return nodes.map((l) => ({ grpc: /grpc (\S+)/.exec(l)?.[1], metrics: /metrics (\S+)/.exec(l)?.[1] }));
+}
+
+it('serves the metrics on ports that follow --base-port (base + 2100 + i), as the banner says', async () => {
+  const base = await freeBasePort();
+  const { lines } = startCluster(['--base-port', String(base)]);
+  const expected = Array.from({ length: NODES }, (_, i) => ({ grpc: `127.0.0.1:${base + i}`, metrics: `http://127.0.0.1:${base + 2100 + i}/metrics` }));
+  expect(await until('banner', lines, () => bannerNodes(lines))).toEqual(expected);
+  for (const { metrics } of expected) {
+    const text = await until(`an answer from ${metrics}`, lines, async () => {
+      const response = await fetch(metrics);
+      return response.ok ? response.text() : undefined;
+    });
+    expect(text).toMatch(/^quorumq_wal_flushes_total /m);
+  }
+  // stdout is a pipe: the nodes' log lines come through as the JSON lines they wrote.
+  const serving = await until('"node serving" from every node', lines, () => {
+    const found = lines.filter((l) => l.includes('"msg":"node serving"'));
+    return found.length === NODES ? found : undefined;
+  });
+  expect(serving.map((l) => (JSON.parse(l) as { node: string }).node).sort()).toEqual(['n1', 'n2', 'n3']);
+  const logLines = lines.slice(lines.findIndex((l) => l.startsWith('Ctrl-C')) + 1);
+  for (const line of logLines.filter((l) => !l.startsWith('stderr: '))) expect(() => JSON.parse(line), line).not.toThrow();
+});
+
+it('prints readable log lines, prefixed with the node, with --log-format pretty (what a terminal gets)', async () => {
+  const base = await freeBasePort();
+  const { lines } = startCluster(['--base-port', String(base), '--nodes', '1', '--log-format', 'pretty']);
+  const plain = (): string[] => lines.map((l) => l.replace(/\x1b\[[0-9;]*m/g, ''));
+  const serving = await until('"node serving"', lines, () => plain().find((l) => l.includes('node serving')));
+  expect(serving).toMatch(/^n1 \| \[\d\d:\d\d:\d\d\.\d{3}\] INFO: node serving \{"metadataLeader":"n1"\}$/);
+  expect(plain().some((l) => l.startsWith('{'))).toBe(false);
+});
+
+it('takes the first metrics port from --metrics-port', async () => {
+  const base = await freeBasePort();
+  const metricsPort = await freePort();
+  const { lines } = startCluster(['--base-port', String(base), '--metrics-port', String(metricsPort), '--nodes', '1']);
+  expect(await until('banner', lines, () => lines.find((l) => l.startsWith('  n1  grpc ')))).toContain(`metrics http://127.0.0.1:${metricsPort}/metrics`);
+  const text = await until(`an answer from ${metricsPort}`, lines, async () => {
+    const response = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    return response.ok ? response.text() : undefined;
+  });
+  expect(text).toMatch(/^quorumq_wal_flushes_total /m);
+});
+
+it('refuses a base port that leaves no room for every node', async () => {
+  const { lines, exit } = startCluster(['--base-port', '65534']);
+  expect(await exit).toBe(2);
+  expect(lines.join('\n')).toContain('--base-port 65534 leaves no room for 3 ports');
+});
