@@ -574,15 +574,18 @@ export class BrokerApi {
         call.write({ event: { kind: 'error', message: 'unexpected request on a consume stream (subscribe twice?)' } });
       }
     });
-    const cancelled = (): void => {
-      if (closed) return;
+    /** The consumer left: its unacked deliveries go back (counted as failed). */
+    const cancelled = (): Promise<unknown> => {
+      if (closed) return Promise.resolve();
       close();
-      // The consumer left: its unacked deliveries go back (counted as failed).
-      if (local.group.isLeader) this.node.proposeLocal(local, { type: 'cancel', consumerId: id }).catch(() => {});
+      if (!local.group.isLeader) return Promise.resolve();
+      return this.node.proposeLocal(local, { type: 'cancel', consumerId: id }).catch(() => {});
     };
+    // A client that half-closes sees the stream end only once its cancel committed, after
+    // every settle it sent before (the log keeps their order): a status read next counts
+    // neither the consumer nor what it acked.
     call.on('end', () => {
-      cancelled();
-      call.end();
+      void cancelled().finally(() => call.end());
     });
     call.on('cancelled', cancelled);
     call.on('close', cancelled);
