@@ -263,6 +263,36 @@ describe('Consumer', () => {
     expect(consumer.isDone).toBe(true);
   });
 
+  it('close resolves only once the broker ended the subscription, after the acks made before it (issue 12 item 12)', async () => {
+    const { brokers, state, client } = await setup();
+    const broker = first(brokers);
+    broker.consumeEndDelayMs = 300;
+    state.put('q', 'a');
+    state.put('q', 'b');
+    const consumer = client.consume('q', { prefetch: 10 });
+    const iterator = consumer[Symbol.asyncIterator]();
+    await (await take(iterator)).ack();
+    await (await take(iterator)).ack();
+    await consumer.close();
+    expect(broker.consumeStreamsEnded).toBe(1);
+    const queue = state.queues.get('q')!;
+    expect(queue.consumers).toBe(0);
+    expect(queue.unacked.size).toBe(0);
+    expect(broker.settles.length).toBeGreaterThan(0);
+    expect((await consumer.ended)).toBeUndefined();
+    // Closing again waits for the same end; a consumer closed by `break` waits too.
+    await consumer.close();
+    state.put('q', 'c');
+    const second = client.consume('q', { prefetch: 10 });
+    for await (const delivery of second) {
+      await delivery.ack();
+      break;
+    }
+    expect(broker.consumeStreamsEnded).toBe(2);
+    expect(queue.consumers).toBe(0);
+    expect(queue.unacked.size).toBe(0);
+  });
+
   it('drain waits until delivered messages are settled, then ends the subscription', async () => {
     const { brokers, state, client } = await setup();
     const broker = first(brokers);

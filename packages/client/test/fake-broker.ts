@@ -124,6 +124,10 @@ export class FakeBroker {
   maxOutstanding = 0;
   /** The outcome to return for the next stream / unary publishes, overriding routing. */
   readonly forcedOutcomes: Array<quorumq.v1.PublishResponse.$Properties> = [];
+  /** How long a consume stream the client half-closed takes to end (the broker committing its cancel). */
+  consumeEndDelayMs = 0;
+  /** Consume streams ended after the client half-closed them. */
+  consumeStreamsEnded = 0;
   private readonly held: Array<() => void> = [];
   readonly consumerStreams = new Set<ConsumerStream>();
   readonly publishStreams = new Set<ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>>();
@@ -434,8 +438,11 @@ export class FakeBroker {
           if (consumer !== undefined) this.dropConsumer(consumer);
         };
         call.on('end', () => {
-          drop();
-          call.end();
+          setTimeout(() => {
+            drop();
+            this.consumeStreamsEnded += 1;
+            call.end();
+          }, this.consumeEndDelayMs);
         });
         call.on('error', drop);
         call.on('close', drop);
