@@ -478,7 +478,8 @@ export class QuorumqClient {
   /** Cancels consumers, ends publishers, deletes this session's exclusive queues, closes the channels. */
   async close(): Promise<void> {
     clearInterval(this.keepAlive);
-    for (const consumer of this.consumers) await consumer.cancel();
+    // Each resolves once the broker ended that subscription.
+    await Promise.all([...this.consumers].map((consumer) => consumer.cancel()));
     this.consumers.clear();
     // The session ends: so do its exclusive queues (spec 7). If this fails (no quorum), their
     // leases expire on the brokers instead.
@@ -492,11 +493,13 @@ export class QuorumqClient {
 async function runHandler(consumer: Consumer, handler: DeliveryHandler, onError: ConsumeOptions['onError']): Promise<void> {
   try {
     for await (const delivery of consumer) {
+      // The SDK's own settlements are not awaited: they go out in order, in this turn's batch
+      // (consumer.close() sends them before it ends the stream).
       try {
         await handler(delivery);
-        if (!delivery.settled) await delivery.ack();
+        if (!delivery.settled) void delivery.ack();
       } catch (error) {
-        if (!delivery.settled) await delivery.nack({ requeue: true });
+        if (!delivery.settled) void delivery.nack({ requeue: true });
         onError?.(error, delivery);
       }
     }
