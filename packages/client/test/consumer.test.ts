@@ -318,6 +318,23 @@ describe('Consumer', () => {
     expect(state.queues.get('q')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['y']);
   });
 
+  it('receives messages over grpc-js default 4 MiB limit by default, and keeps a receive limit the application set (issue 12 item 1)', async () => {
+    const { state, client } = await setup();
+    const big = 'x'.repeat(5 * 1024 * 1024);
+    state.put('q', big);
+    expect((await client.get('q'))?.body.toString()).toBe(big);
+    state.put('q', big);
+    const consumer = client.consume('q', { prefetch: 1 });
+    const iterator = consumer[Symbol.asyncIterator]();
+    expect((await take(iterator)).body.toString()).toBe(big);
+    await consumer.close();
+    const limited = connect({ nodes: client.nodes, failoverTimeoutMs: 500, channelOptions: { 'grpc.max_receive_message_length': 1024 * 1024 } });
+    cleanup.push(() => limited.close());
+    const error = await limited.get('q').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QuorumqError);
+    expect((error as QuorumqError).code).toBe('RESOURCE_EXHAUSTED');
+  });
+
   it('get returns one message or null, and settles manual gets through SettleGet', async () => {
     const { brokers, state, client } = await setup();
     const broker = first(brokers);
