@@ -6,6 +6,7 @@ import { DeliveryImpl, type Delivery } from './delivery.js';
 import { encodeHeaders, type Headers } from './headers.js';
 import { wireNumber } from './longs.js';
 import { encodePublish, type Body, type PublishOptions } from './messages.js';
+import { ProducerLanes } from './producer-lanes.js';
 import { Publisher, type PublisherOptions } from './publisher.js';
 import { toPublishResult, type PublishResult } from './results.js';
 import { NoFailover, shouldFailover, Transport, type TransportOptions } from './transport.js';
@@ -163,6 +164,8 @@ export class QuorumqClient {
   private readonly transport: Transport;
   private readonly publishers = new Set<Publisher>();
   private readonly consumers = new Set<Consumer>();
+  /** Producer ids of unary publishes without one (dedup by default). */
+  private readonly lanes = new ProducerLanes();
   private lastRefresh = 0;
   private refreshing: Promise<void> | undefined;
 
@@ -327,28 +330,46 @@ export class QuorumqClient {
   // ----- publishing -----------------------------------------------------------------------
 
   /**
-   * Publishes one message with a unary call (failing over to another node when the call fails
-   * with UNAVAILABLE). Resolves with the outcome; rejects with a QuorumqError for outcome FAILED
-   * (its `code` is the outcome's status code; not retried: retry it yourself when `retriable`,
-   * with a producerId/sequence to stay free of duplicates).
+   * Publishes one message with a unary call, failing over to another node when the call fails
+   * with UNAVAILABLE (e.g. its connection broke). Resolves with the outcome; rejects with a
+   * QuorumqError for outcome FAILED (its `code` is the outcome's status code; not retried:
+   * retry it yourself when `retriable`).
+   *
+   * Retries never store a message twice: without a `producerId` (and `sequence`) the SDK
+   * gives the publish one of the client's own producer ids and the next sequence for it, so
+   * the broker answers a retry of a publish it already stored with DUPLICATE, reported as
+   * 'confirmed'. With your own `producerId`, your sequence does the same and a DUPLICATE is
+   * reported as 'duplicate'.
    */
   async publish(exchange: string, routingKey: string, body: Body, options: PublishOptions = {}): Promise<PublishResult> {
-    const request = { ...encodePublish(exchange, routingKey, body, options), publishId: 1 };
-    // The default exchange routes to the queue named by the key: start at that queue's
-    // leader when it is known, which saves the broker a forwarding hop.
-    const leader = exchange === '' && this.transport.leaderRouting ? this.transport.leaderOf(routingKey) : undefined;
-    return this.transport.withFailover(
-      async (address) => {
-        const response = await this.transport.unaryOn(address, BrokerService.publish, request);
-        try {
-          return toPublishResult(response, address);
-        } catch (error) {
-          // An outcome FAILED is the broker's answer, not a failed call: not retried here.
-          throw new NoFailover(toQuorumqError(error, address));
-        }
-      },
-      leader === undefined ? {} : { preferred: leader },
-    );
+    const own = options.producerId === undefined && options.sequence === undefined;
+    const lane = own ? this.lanes.acquire() : undefined;
+    try {
+      const dedup = lane === undefined ? options : { ...options, producerId: lane.producerId, sequence: lane.nextSequence++ };
+      const request = { ...encodePublish(exchange, routingKey, body, dedup), publishId: 1 };
+      // The default exchange routes to the queue named by the key: start at that queue's
+      // leader when it is known, which saves the broker a forwarding hop.
+      const leader = exchange === '' && this.transport.leaderRouting ? this.transport.leaderOf(routingKey) : undefined;
+      let attempts = 0;
+      return await this.transport.withFailover(
+        async (address) => {
+          attempts += 1;
+          const response = await this.transport.unaryOn(address, BrokerService.publish, request);
+          let result: PublishResult;
+          try {
+            result = toPublishResult(response, address);
+          } catch (error) {
+            // An outcome FAILED is the broker's answer, not a failed call: not retried here.
+            throw new NoFailover(toQuorumqError(error, address));
+          }
+          // A retry of this publish found the first attempt stored: that is its confirm.
+          return lane !== undefined && attempts > 1 && result.outcome === 'duplicate' ? { ...result, outcome: 'confirmed' } : result;
+        },
+        leader === undefined ? {} : { preferred: leader },
+      );
+    } finally {
+      if (lane !== undefined) this.lanes.release(lane);
+    }
   }
 
   /** A publisher over one PublishStream, with up to `maxInFlight` publishes outstanding. */
@@ -457,7 +478,8 @@ export class QuorumqClient {
   /** Cancels consumers, ends publishers, deletes this session's exclusive queues, closes the channels. */
   async close(): Promise<void> {
     clearInterval(this.keepAlive);
-    for (const consumer of this.consumers) await consumer.cancel();
+    // Each resolves once the broker ended that subscription.
+    await Promise.all([...this.consumers].map((consumer) => consumer.cancel()));
     this.consumers.clear();
     // The session ends: so do its exclusive queues (spec 7). If this fails (no quorum), their
     // leases expire on the brokers instead.
@@ -471,11 +493,13 @@ export class QuorumqClient {
 async function runHandler(consumer: Consumer, handler: DeliveryHandler, onError: ConsumeOptions['onError']): Promise<void> {
   try {
     for await (const delivery of consumer) {
+      // The SDK's own settlements are not awaited: they go out in order, in this turn's batch
+      // (consumer.close() sends them before it ends the stream).
       try {
         await handler(delivery);
-        if (!delivery.settled) await delivery.ack();
+        if (!delivery.settled) void delivery.ack();
       } catch (error) {
-        if (!delivery.settled) await delivery.nack({ requeue: true });
+        if (!delivery.settled) void delivery.nack({ requeue: true });
         onError?.(error, delivery);
       }
     }

@@ -31,6 +31,12 @@ export type DeliveryHandler = (delivery: Delivery) => unknown;
 
 type ConsumeCall = ClientDuplexStream<quorumq.v1.ConsumeRequest.$Properties, quorumq.v1.ConsumeResponse>;
 
+/** A settlement made in this turn, and its caller waiting until it is written to the stream. */
+interface PendingSettle {
+  readonly settle: quorumq.v1.Settle.$Properties;
+  readonly sent: () => void;
+}
+
 interface Waiter {
   readonly resolve: (result: IteratorResult<Delivery>) => void;
   readonly reject: (error: unknown) => void;
@@ -57,11 +63,17 @@ export class Consumer implements AsyncIterable<Delivery> {
   /** Deliveries of the current stream not yet settled, by tag. */
   private readonly unsettled = new Map<number, DeliveryImpl>();
   /** Settlements of this turn, not yet sent (see flushSettles). */
-  private outgoing: quorumq.v1.Settle.$Properties[] = [];
+  private outgoing: PendingSettle[] = [];
+  /** Callers of settlements handed to the stream whose write has not completed yet. */
+  private readonly writing = new Set<() => void>();
   private readonly waiters: Waiter[] = [];
   private readonly readyWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   private readonly settledWaiters: Array<() => void> = [];
   private call: ConsumeCall | undefined;
+  /** Resolves when the current stream has closed (its status arrived). */
+  private callClosed: Promise<void> = Promise.resolve();
+  /** Set by the first cancel / close / drain / failure: resolves once the stream has closed. */
+  private closing: Promise<void> | undefined;
   private address = '';
   private generation = 0;
   private subscribedOnce = false;
@@ -145,12 +157,14 @@ export class Consumer implements AsyncIterable<Delivery> {
   }
 
   /**
-   * Ends the subscription now: the iteration completes, messages received but not yet
-   * yielded are dropped, and the broker returns every unsettled message to the queue
-   * (settling them afterwards is a no-op).
+   * Ends the subscription: the iteration completes, messages received but not yet yielded
+   * are dropped, settlements already made are sent, and the broker returns every unsettled
+   * message to the queue (settling them afterwards is a no-op). Resolves once the broker has
+   * ended the stream (or, after the client's `callTimeoutMs` without an end, the SDK
+   * cancelled it).
    */
-  async cancel(): Promise<void> {
-    this.finish(undefined);
+  cancel(): Promise<void> {
+    return this.finish(undefined);
   }
 
   /** Same as {@link cancel}. */
@@ -160,18 +174,18 @@ export class Consumer implements AsyncIterable<Delivery> {
 
   /**
    * Stops yielding deliveries, waits until every delivery already yielded is settled (or moot
-   * because the stream broke), then ends the subscription. Received-but-unyielded deliveries
-   * go back to the queue.
+   * because the stream broke), then ends the subscription as {@link cancel} does.
+   * Received-but-unyielded deliveries go back to the queue.
    */
   async drain(): Promise<void> {
-    if (this.done) return;
+    if (this.done) return this.closing;
     this.draining = true;
     for (const d of this.buffer.splice(0)) this.unsettled.delete(d.deliveryTag);
     this.endIteration();
     while (this.unsettled.size > 0 && !this.done) {
       await new Promise<void>((resolve) => this.settledWaiters.push(resolve));
     }
-    this.finish(undefined);
+    await this.finish(undefined);
   }
 
   private endIteration(): void {
@@ -185,8 +199,9 @@ export class Consumer implements AsyncIterable<Delivery> {
     }
   }
 
-  private finish(error: QuorumqError | undefined): void {
-    if (this.done) return;
+  /** Ends the consumer; resolves once its stream has closed. */
+  private finish(error: QuorumqError | undefined): Promise<void> {
+    if (this.closing !== undefined) return this.closing;
     // Settlements made before the end still go out, ahead of the stream's end.
     if (error === undefined) this.flushSettles();
     this.done = true;
@@ -196,9 +211,14 @@ export class Consumer implements AsyncIterable<Delivery> {
     this.generation += 1;
     const call = this.call;
     this.call = undefined;
+    this.closing = this.callClosed;
     if (call !== undefined) {
+      // Half-close: the broker ends the subscription and the stream. A broker that does not
+      // end it in time is cut off.
       call.end();
-      setTimeout(() => call.cancel(), 1_000).unref();
+      const timer = setTimeout(() => call.cancel(), this.transport.callTimeoutMs);
+      timer.unref();
+      void this.closing.then(() => clearTimeout(timer));
     }
     this.buffer.length = 0;
     for (const d of this.unsettled.values()) d.settledFlag = true;
@@ -207,7 +227,11 @@ export class Consumer implements AsyncIterable<Delivery> {
     const readyError = error ?? new QuorumqError('the consumer was cancelled', { code: 'CANCELLED', reason: 'CONSUMER_CANCELLED', retriable: false });
     for (const waiter of this.readyWaiters.splice(0)) waiter.reject(readyError);
     for (const wake of this.settledWaiters.splice(0)) wake();
-    this.resolveEnded(error);
+    void this.closing.then(() => {
+      this.releaseSettles();
+      this.resolveEnded(error);
+    });
+    return this.closing;
   }
 
   private async connect(): Promise<void> {
@@ -230,16 +254,21 @@ export class Consumer implements AsyncIterable<Delivery> {
       return;
     }
     this.generation += 1;
-    this.outgoing = [];
+    this.releaseSettles();
     const generation = this.generation;
     this.call = call;
     this.address = address;
     this.subscribed = false;
+    let closed!: () => void;
+    this.callClosed = new Promise((resolve) => {
+      closed = resolve;
+    });
     call.on('data', (response: quorumq.v1.ConsumeResponse) => {
       if (generation === this.generation) this.onResponse(response, generation, address);
     });
     call.on('error', () => undefined);
     call.on('status', (status: StatusObject) => {
+      closed();
       if (generation === this.generation) this.onBroken(status, address);
     });
     call.write({ subscribe: { queue: this.queue, prefetch: this.prefetch, priority: this.priority, consumerTag: this.consumerTag } });
@@ -302,9 +331,14 @@ export class Consumer implements AsyncIterable<Delivery> {
    * `multiple` ack (the broker then commits one entry instead of one per ack).
    */
   private flushSettles(): void {
-    const settles = this.outgoing;
+    const pending = this.outgoing;
     this.outgoing = [];
-    if (settles.length === 0 || this.call === undefined) return;
+    if (pending.length === 0) return;
+    if (this.call === undefined) {
+      for (const p of pending) p.sent();
+      return;
+    }
+    const settles = pending.map((p) => p.settle);
     let lowestUnsettled = Number.POSITIVE_INFINITY;
     for (const tag of this.unsettled.keys()) if (tag < lowestUnsettled) lowestUnsettled = tag;
     const plainAck = (s: quorumq.v1.Settle.$Properties): boolean => s.kind === quorumq.v1.SettleKind.SETTLE_KIND_ACK && s.multiple !== true;
@@ -317,10 +351,33 @@ export class Consumer implements AsyncIterable<Delivery> {
         { kind: quorumq.v1.SettleKind.SETTLE_KIND_ACK, deliveryTag: upTo, multiple: true },
       ];
     }
-    if (batch.length === 1) this.call.write({ settle: batch[0] });
-    else this.call.write({ settles: { settles: batch } });
+    const sent = (): void => {
+      for (const p of pending) {
+        this.writing.delete(p.sent);
+        p.sent();
+      }
+    };
+    for (const p of pending) this.writing.add(p.sent);
+    if (batch.length === 1) this.call.write({ settle: batch[0] }, sent);
+    else this.call.write({ settles: { settles: batch } }, sent);
   }
 
+  /**
+   * Resolves every settlement not written yet: its stream is gone (the broker returns its
+   * messages to the queue, so the settlement is moot) or was ended.
+   */
+  private releaseSettles(): void {
+    const pending = this.outgoing;
+    this.outgoing = [];
+    for (const p of pending) p.sent();
+    for (const sent of [...this.writing]) sent();
+    this.writing.clear();
+  }
+
+  /**
+   * Queues a settlement for this turn's batch; resolves once the batch was written to the
+   * stream (handed to the connection), or at once when the settlement is moot.
+   */
   private settle(delivery: DeliveryImpl, settle: quorumq.v1.Settle.$Properties): Promise<void> {
     delivery.settledFlag = true;
     // A delivery from a stream that broke since: the broker already returned it. Drop.
@@ -335,9 +392,9 @@ export class Consumer implements AsyncIterable<Delivery> {
     }
     this.unsettled.delete(delivery.deliveryTag);
     if (this.outgoing.length === 0) setImmediate(() => this.flushSettles());
-    this.outgoing.push(settle);
+    const written = new Promise<void>((sent) => this.outgoing.push({ settle, sent }));
     this.notifySettled();
-    return Promise.resolve();
+    return written;
   }
 
   private notifySettled(): void {
@@ -348,7 +405,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     this.call = undefined;
     this.subscribed = false;
     this.generation += 1;
-    this.outgoing = [];
+    this.releaseSettles();
     // Everything from the broken stream is moot: the broker returns it to the queue.
     this.buffer.length = 0;
     for (const d of this.unsettled.values()) d.settledFlag = true;

@@ -41,11 +41,17 @@ export interface Delivery {
   readonly lastDeath?: DeathSummary;
   /** True once acked / nacked / rejected (also by a `multiple` settlement, or when moot). */
   readonly settled: boolean;
-  /** Acknowledges the message: the broker forgets it. */
+  /**
+   * Acknowledges the message: the broker forgets it. On a consumer, resolves once the
+   * settlement was written to the consume stream (sent; the broker commits it after, and a
+   * later `consumer.close()` resolves only after the broker ended the stream); at once when
+   * it is moot (the delivery's stream broke: the broker returns the message). From `get`
+   * with `manualAck`, resolves once the broker answered SettleGet (committed).
+   */
   ack(options?: AckOptions): Promise<void>;
-  /** Negative acknowledgement: requeue (default, optionally after `delayMs`) or dead-letter. */
+  /** Negative acknowledgement: requeue (default, optionally after `delayMs`) or dead-letter. Resolves as {@link ack}. */
   nack(options?: NackOptions): Promise<void>;
-  /** Rejects the message: dead-letter (default) or requeue. */
+  /** Rejects the message: dead-letter (default) or requeue. Resolves as {@link ack}. */
   reject(options?: RejectOptions): Promise<void>;
 }
 

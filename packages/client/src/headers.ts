@@ -6,9 +6,8 @@ import { toWireInt64, wireInt, wireNumber } from './longs.js';
  * a safe integer else double, bigint → int, boolean → bool, Buffer/Uint8Array → bytes,
  * Date → timestamp, null → void (presence only), array → list, plain object → map.
  * Decoding is the inverse: int → number, bytes → Buffer, timestamp → Date, void → null.
- * Ints beyond ±2^53 are encoded exactly from bigints; they decode as bigints only when the
- * protobuf runtime hands out 64-bit (Long) values — with @quorumq/proto's number mode they
- * decode as the nearest double.
+ * Ints are exact to 64 bits both ways: bigints are encoded exactly, and an int beyond ±2^53
+ * decodes as a bigint (a safe one as a number).
  */
 export type HeaderValue =
   | string

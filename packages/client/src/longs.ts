@@ -1,7 +1,8 @@
-// 64-bit integers on the wire. @quorumq/proto types int64/uint64 fields as JS numbers (and
-// configures protobufjs without Long support); protobufjs hands out Long objects instead when
-// it runs with Long support (e.g. another copy of it, configured differently). Every read of a
-// 64-bit field in the SDK goes through these helpers so either representation works.
+// 64-bit integers on the wire. @quorumq/proto reads int64/uint64 fields as JS numbers, except a
+// header's int_value, which it reads exactly (a number when that is exact, else a bigint); it
+// does so without touching the protobufjs module the application shares. Messages decoded by
+// other code (e.g. a protobufjs with Long support) may hold Long objects instead. Every read of
+// a 64-bit field in the SDK goes through these helpers so that any representation works.
 
 /** A protobufjs Long (or anything shaped like one). */
 interface LongLike {

@@ -11,7 +11,8 @@ export interface TransportOptions {
   readonly credentials?: grpc.ChannelCredentials;
   /**
    * Extra grpc-js channel options (keepalive, message sizes, ...). The SDK sets
-   * `grpc.initial_reconnect_backoff_ms: 200` and `grpc.max_reconnect_backoff_ms: 5000` unless given.
+   * `grpc.initial_reconnect_backoff_ms: 200`, `grpc.max_reconnect_backoff_ms: 5000` and
+   * `grpc.max_receive_message_length: -1` (no limit: see {@link DEFAULT_CHANNEL_OPTIONS}) unless given.
    */
   readonly channelOptions?: grpc.ClientOptions;
   /** Deadline of one unary attempt on one node. Default 10 000 ms. */
@@ -39,6 +40,24 @@ export interface TransportOptions {
    */
   readonly sessionKeepAliveMs?: number;
 }
+
+/**
+ * The channel options the SDK sets unless the application gives them.
+ *
+ * A restarted node is reconnected to within seconds (grpc-js defaults to up to 120 s).
+ *
+ * The receive limit is off: grpc-js's default (4 MiB) is below what a broker accepts (its
+ * `maxMessageBytes`, 16 MiB by default and configurable), and a delivery or a get response
+ * carries a whole message plus its envelope, so any fixed limit would refuse messages some
+ * broker accepts. The broker bounds what it sends instead: at most `maxMessageBytes` of body
+ * plus the envelope per gRPC message. An application that wants a ceiling sets
+ * `grpc.max_receive_message_length` itself (then larger messages fail with RESOURCE_EXHAUSTED).
+ */
+export const DEFAULT_CHANNEL_OPTIONS: Readonly<grpc.ClientOptions> = {
+  'grpc.initial_reconnect_backoff_ms': 200,
+  'grpc.max_reconnect_backoff_ms': 5_000,
+  'grpc.max_receive_message_length': -1,
+};
 
 /** gRPC metadata naming the client's session on every call. */
 export const SESSION_METADATA = 'quorumq-session';
@@ -89,8 +108,7 @@ export class Transport {
     if (options.nodes.length === 0) throw new TypeError('connect: at least one node address is required');
     this.addresses = [...new Set(options.nodes)];
     this.credentials = options.credentials ?? grpc.credentials.createInsecure();
-    // A restarted node is reconnected to within seconds (grpc-js defaults to up to 120 s).
-    this.channelOptions = { 'grpc.initial_reconnect_backoff_ms': 200, 'grpc.max_reconnect_backoff_ms': 5_000, ...options.channelOptions };
+    this.channelOptions = { ...DEFAULT_CHANNEL_OPTIONS, ...options.channelOptions };
     this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
     this.failoverTimeoutMs = options.failoverTimeoutMs ?? 15_000;
     this.initialBackoffMs = options.initialBackoffMs ?? 50;

@@ -263,6 +263,36 @@ describe('Consumer', () => {
     expect(consumer.isDone).toBe(true);
   });
 
+  it('close resolves only once the broker ended the subscription, after the acks made before it (issue 12 item 12)', async () => {
+    const { brokers, state, client } = await setup();
+    const broker = first(brokers);
+    broker.consumeEndDelayMs = 300;
+    state.put('q', 'a');
+    state.put('q', 'b');
+    const consumer = client.consume('q', { prefetch: 10 });
+    const iterator = consumer[Symbol.asyncIterator]();
+    await (await take(iterator)).ack();
+    await (await take(iterator)).ack();
+    await consumer.close();
+    expect(broker.consumeStreamsEnded).toBe(1);
+    const queue = state.queues.get('q')!;
+    expect(queue.consumers).toBe(0);
+    expect(queue.unacked.size).toBe(0);
+    expect(broker.settles.length).toBeGreaterThan(0);
+    expect((await consumer.ended)).toBeUndefined();
+    // Closing again waits for the same end; a consumer closed by `break` waits too.
+    await consumer.close();
+    state.put('q', 'c');
+    const second = client.consume('q', { prefetch: 10 });
+    for await (const delivery of second) {
+      await delivery.ack();
+      break;
+    }
+    expect(broker.consumeStreamsEnded).toBe(2);
+    expect(queue.consumers).toBe(0);
+    expect(queue.unacked.size).toBe(0);
+  });
+
   it('drain waits until delivered messages are settled, then ends the subscription', async () => {
     const { brokers, state, client } = await setup();
     const broker = first(brokers);
@@ -286,6 +316,23 @@ describe('Consumer', () => {
     expect(broker.settles).toHaveLength(1);
     // 'y' went back to the queue.
     expect(state.queues.get('q')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['y']);
+  });
+
+  it('receives messages over grpc-js default 4 MiB limit by default, and keeps a receive limit the application set (issue 12 item 1)', async () => {
+    const { state, client } = await setup();
+    const big = 'x'.repeat(5 * 1024 * 1024);
+    state.put('q', big);
+    expect((await client.get('q'))?.body.toString()).toBe(big);
+    state.put('q', big);
+    const consumer = client.consume('q', { prefetch: 1 });
+    const iterator = consumer[Symbol.asyncIterator]();
+    expect((await take(iterator)).body.toString()).toBe(big);
+    await consumer.close();
+    const limited = connect({ nodes: client.nodes, failoverTimeoutMs: 500, channelOptions: { 'grpc.max_receive_message_length': 1024 * 1024 } });
+    cleanup.push(() => limited.close());
+    const error = await limited.get('q').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QuorumqError);
+    expect((error as QuorumqError).code).toBe('RESOURCE_EXHAUSTED');
   });
 
   it('get returns one message or null, and settles manual gets through SettleGet', async () => {

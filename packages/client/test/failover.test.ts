@@ -72,6 +72,42 @@ describe('failover', () => {
     expect(attempts).toBeLessThan(60);
   });
 
+  it('a unary publish whose first attempt broke after the broker stored it is stored once, and confirmed (issue 12 item 13)', async () => {
+    const [a, b] = await brokers(2);
+    if (a === undefined || b === undefined) throw new Error('no broker');
+    a.state.declareQueue('jobs');
+    a.failAfterStore.push({ code: grpc.status.UNAVAILABLE, details: 'connection reset after the commit' });
+    const c = client([a.address, b.address]);
+    expect(await c.publish('', 'jobs', 'once')).toEqual({ outcome: 'confirmed', queues: ['jobs'] });
+    expect(a.state.queues.get('jobs')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['once']);
+    // The retry went to the other node with the same producer id and sequence.
+    const [first, retry] = [...a.publishRequests, ...b.publishRequests];
+    expect(retry?.producerId).toBe(first?.producerId);
+    expect(retry?.sequence).toBe(first?.sequence);
+    expect(first?.producerId).not.toBe('');
+  });
+
+  it('concurrent unary publishes never share a producer id; sequential ones reuse it with increasing sequences', async () => {
+    const [a] = await brokers(1);
+    if (a === undefined) throw new Error('no broker');
+    a.state.declareQueue('jobs');
+    const c = client([a.address]);
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => c.publish('', 'jobs', `m${i}`)));
+    expect(results.every((r) => r.outcome === 'confirmed')).toBe(true);
+    expect(new Set(a.publishRequests.map((r) => r.producerId)).size).toBe(20);
+    const before = a.publishRequests.length;
+    for (let i = 0; i < 3; i++) expect((await c.publish('', 'jobs', `s${i}`)).outcome).toBe('confirmed');
+    const sequential = a.publishRequests.slice(before);
+    expect(new Set(sequential.map((r) => r.producerId)).size).toBe(1);
+    const sequences = sequential.map((r) => Number(r.sequence));
+    expect(sequences[1]).toBeGreaterThan(sequences[0]!);
+    expect(sequences[2]).toBeGreaterThan(sequences[1]!);
+    expect(a.state.queues.get('jobs')?.ready).toHaveLength(23);
+    // A publish with its own producer id keeps it, and its DUPLICATE.
+    expect(await c.publish('', 'jobs', 'x', { producerId: 'mine', sequence: 7 })).toEqual({ outcome: 'confirmed', queues: ['jobs'] });
+    expect(await c.publish('', 'jobs', 'x', { producerId: 'mine', sequence: 7 })).toEqual({ outcome: 'duplicate', queues: ['jobs'] });
+  });
+
   it('does not fail over on a non-retriable status', async () => {
     const [a, b] = await brokers(2);
     if (a === undefined || b === undefined) throw new Error('no brokers');

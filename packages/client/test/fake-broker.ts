@@ -124,6 +124,12 @@ export class FakeBroker {
   maxOutstanding = 0;
   /** The outcome to return for the next stream / unary publishes, overriding routing. */
   readonly forcedOutcomes: Array<quorumq.v1.PublishResponse.$Properties> = [];
+  /** Errors to answer unary publishes with after storing them (the call broke after the commit), one per call. */
+  readonly failAfterStore: InjectedError[] = [];
+  /** How long a consume stream the client half-closed takes to end (the broker committing its cancel). */
+  consumeEndDelayMs = 0;
+  /** Consume streams ended after the client half-closed them. */
+  consumeStreamsEnded = 0;
   private readonly held: Array<() => void> = [];
   readonly consumerStreams = new Set<ConsumerStream>();
   readonly publishStreams = new Set<ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>>();
@@ -378,9 +384,10 @@ export class FakeBroker {
         if (index >= 0) state.bindings.splice(index, 1);
         return { removed: index >= 0 };
       }),
-      publish: this.unary('publish', (r: quorumq.v1.PublishRequest): quorumq.v1.PublishResponse.$Properties => {
+      publish: this.unary('publish', (r: quorumq.v1.PublishRequest): quorumq.v1.PublishResponse.$Properties | InjectedError => {
         this.publishRequests.push(r);
-        return this.doPublish(r);
+        const response = this.doPublish(r);
+        return this.failAfterStore.shift() ?? response;
       }),
       publishStream: (call: ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>): void => {
         this.calls.push('publishStream');
@@ -434,8 +441,11 @@ export class FakeBroker {
           if (consumer !== undefined) this.dropConsumer(consumer);
         };
         call.on('end', () => {
-          drop();
-          call.end();
+          setTimeout(() => {
+            drop();
+            this.consumeStreamsEnded += 1;
+            call.end();
+          }, this.consumeEndDelayMs);
         });
         call.on('error', drop);
         call.on('close', drop);

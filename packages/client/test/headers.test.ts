@@ -49,6 +49,17 @@ describe('header codec', () => {
     expect(decodeHeaderValue({ intValue: { low: -3, high: -1, unsigned: false } as unknown as number })).toBe(-3);
   });
 
+  it('decodes ints beyond 2^53 exactly, as bigints, through real protobuf bytes (issue 12 item 8)', () => {
+    const values = [9007199254740993n, -9007199254740993n, 2n ** 63n - 1n, -(2n ** 63n)];
+    const headers = Object.fromEntries(values.map((v, i) => [`v${i}`, v]));
+    expect(roundTrip({ ...headers, safe: 2n ** 53n - 1n, list: [values[0]!], map: { inner: values[3]! } })).toEqual({
+      ...headers,
+      safe: 2 ** 53 - 1,
+      list: [values[0]],
+      map: { inner: values[3] },
+    });
+  });
+
   it('round-trips bytes as Buffers and dates as timestamps', () => {
     const when = new Date('2026-11-30T01:02:03.456Z');
     const decoded = roundTrip({ buf: Buffer.from([1, 2, 3]), u8: new Uint8Array([9, 8]), when });

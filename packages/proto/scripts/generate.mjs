@@ -2,9 +2,11 @@
 //   generated/quorumq.js + .d.ts   static protobufjs classes (pbjs / pbts)
 //   generated/services.js + .d.ts  grpc-js service definitions built from the services the
 //                                  .proto files declare, (de)serialising with those classes
-//   generated/index.js + .d.ts     re-exports both
+//   generated/index.js + .d.ts     re-exports both, runtime.js's Reader and fields.js
 //   generated/descriptors.binpb    a FileDescriptorSet of proto/ and of grpc.health.v1, built by
 //                                  buf (what the node serves through server reflection)
+// The generated code runs on runtime.js (hand-written), not on the shared protobufjs's
+// configuration: see there.
 // Nothing here is written by hand per message type: add a message or an rpc to a .proto
 // file and run `npm run build`.
 import { execFileSync } from 'node:child_process';
@@ -27,10 +29,32 @@ const cli = (name) => join(dirname(fileURLToPath(import.meta.resolve('protobufjs
 execFileSync(process.execPath, [cli('pbjs'), '-t', 'static-module', '-w', 'es6', '--es6', '--force-number',
   '--no-verify', '--no-delimited', '--no-beautify',
   '-p', protoRoot, '-o', join(out, 'quorumq.js'), ...files], { stdio: 'inherit' });
+// The generated code must not change the protobufjs module it shares with the application
+// (util.Long, Reader.prototype, roots): it runs on ../runtime.js instead, whose util has no
+// Long and whose Reader reads 64-bit fields as numbers whatever protobufjs's configuration.
+// A header's int_value is exact to 64 bits: a number when that is exact, else a bigint.
 {
   const file = join(out, 'quorumq.js');
-  const code = readFileSync(file, 'utf8');
-  writeFileSync(file, code.replace('import $protobuf from', "import './numbers.js';\nimport $protobuf from"));
+  let code = readFileSync(file, 'utf8');
+  const replace = (from, to) => {
+    if (!code.includes(from)) throw new Error(`generate: quorumq.js no longer contains ${JSON.stringify(from)}`);
+    code = code.split(from).join(to);
+  };
+  replace('import $protobuf from', "import * as $runtime from '../runtime.js';\nimport $protobuf from");
+  replace('const $Reader = $protobuf.Reader, $Writer = $protobuf.Writer, $util = $protobuf.util;',
+    'const $Reader = $runtime.Reader, $Writer = $protobuf.Writer, $util = $runtime.util;');
+  replace('const $root = $protobuf.roots["default"] || ($protobuf.roots["default"] = {});', 'const $root = {};');
+  // HeaderValue.int_value (the only field of that name), its decoder, encoder and types.
+  replace('m.intValue = r.int64();', 'm.intValue = r.int64Exact();');
+  replace('.int64(m.intValue)', '.int64($runtime.long(m.intValue))');
+  replace('@property {number|null} [intValue]', '@property {number|bigint|null} [intValue]');
+  replace('@member {number|null|undefined} intValue', '@member {number|bigint|null|undefined} intValue');
+  replace('intValue?: number|null;', 'intValue?: number|bigint|null;');
+  replace('intValue: number;', 'intValue: number|bigint;');
+  // Reads of the shared module (protobufjs's Writer, util.toJSONOptions) are fine; writes are not.
+  const write = /\$protobuf\.[\w.]+(\[[^\]]*\])?\s*=(?!=)/.exec(code);
+  if (write !== null) throw new Error(`generate: quorumq.js writes to the shared protobufjs: ${write[0]}`);
+  writeFileSync(file, code);
 }
 execFileSync(process.execPath, [cli('pbts'), '--no-comments', '-o', join(out, 'quorumq.d.ts'), join(out, 'quorumq.js')], { stdio: 'inherit' });
 
@@ -76,21 +100,17 @@ for (const service of services) {
 }
 writeFileSync(join(out, 'services.js'), js);
 writeFileSync(join(out, 'services.d.ts'), dts);
-// int64 fields are plain numbers (pbjs --force-number types them so). Without Long the
-// protobufjs readers return numbers too; this must run before quorumq.js defines its
-// classes (their default values are computed then), hence a module imported first.
-writeFileSync(join(out, 'numbers.js'), `import $protobuf from 'protobufjs/minimal.js';\n$protobuf.util.Long = undefined;\n$protobuf.configure();\n`);
-// The protobufjs Reader too: the node reads a few hot-path messages field by field (to carry
-// a client's encoded Message through unchanged); fields.js (hand-written) writes them.
+// The hand-written Reader (64-bit fields as numbers) for the node's and the SDK's field-by-field
+// readers of hot-path messages; fields.js (hand-written) writes them.
 writeFileSync(
   join(out, 'index.js'),
-  `import './numbers.js';\nimport $protobuf from 'protobufjs/minimal.js';\nexport { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport const Reader = $protobuf.Reader;\nexport * from '../fields.js';\n` +
+  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from '../runtime.js';\nexport * from '../fields.js';\n` +
     `/** The FileDescriptorSet (binary) of proto/ and grpc.health.v1, compiled by buf. */\n` +
     `export const descriptorSetPath = new URL('./descriptors.binpb', import.meta.url);\n`,
 );
 writeFileSync(
   join(out, 'index.d.ts'),
-  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from 'protobufjs/minimal.js';\nexport * from '../fields.js';\n` +
+  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from '../runtime.js';\nexport * from '../fields.js';\n` +
     `/** The FileDescriptorSet (binary) of proto/ and grpc.health.v1, compiled by buf. */\n` +
     `export declare const descriptorSetPath: URL;\n`,
 );

@@ -27,7 +27,7 @@ function exampleBlock(): string {
   return match[1];
 }
 
-it('README: the "Use it" example publishes with confirms, consumes with a nack and a back-off, and prints the status', async () => {
+it('README: the "Use it" example publishes with confirms, consumes with a nack and a back-off, and prints the status with nothing unacked and no consumer (issue 12 item 12)', async () => {
   // Saved in the repository root, as the README says, so that @quorumq/client resolves.
   const file = join(root, `.readme-example-${process.pid}.mjs`);
   writeFileSync(file, exampleBlock());
@@ -39,6 +39,10 @@ it('README: the "Use it" example publishes with confirms, consumes with a nack a
     });
     expect(stdout).toContain('consumed apple, pear, plum');
     expect(stdout).toMatch(/status \{[\s\S]*name: 'orders'[\s\S]*ready: 0/);
+    // Every message was acked (ack resolves once sent) and the consumer closed (close resolves
+    // once the broker ended the subscription): nothing is left unacked, no consumer remains.
+    expect(stdout).toMatch(/status \{[\s\S]*unacked: 0,/);
+    expect(stdout).toMatch(/status \{[\s\S]*consumers: 0,/);
   } finally {
     rmSync(file, { force: true });
   }
