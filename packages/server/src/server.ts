@@ -16,7 +16,9 @@ import type { NodeConfig } from './config.js';
 import { BrokerError, Status } from './errors.js';
 import { BrokerNode } from './node.js';
 import { BrokerApi } from './service.js';
+import { checkBindingArguments, checkConsumeRequest, type RequestLimits } from './request-limits.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
+import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse, encodePublishOutcomes } from './wire.js';
 
 import pb = quorumq.v1;
@@ -33,6 +35,44 @@ export interface RunningNode {
 
 export function createLogger(config: Pick<NodeConfig, 'nodeId' | 'logLevel'>): Logger {
   return pino({ level: config.logLevel, base: { node: config.nodeId } });
+}
+
+/** A generated deserializer that first checks the request's bytes (request-limits.ts). */
+function checked<T>(deserialize: (bytes: Buffer) => T, check: (bytes: Buffer, limits: RequestLimits) => void, limits: RequestLimits) {
+  return (bytes: Buffer): T => {
+    check(bytes, limits);
+    return deserialize(bytes);
+  };
+}
+
+/**
+ * The Broker service as served: publishes keep the client's encoded message, which goes into
+ * the log as is, deliveries send the stored bytes as the message (wire.ts); requests are
+ * bounded before they are decoded (request-limits.ts), and every deserializer is lenient
+ * (unreadable.ts: a request that cannot be read is refused with a status naming the problem).
+ */
+function brokerServiceFor(limits: RequestLimits): typeof BrokerService {
+  const service = {
+    ...BrokerService,
+    publish: { ...BrokerService.publish, requestDeserialize: (bytes: Buffer) => decodePublishRequest(bytes, limits) },
+    publishStream: {
+      ...BrokerService.publishStream,
+      requestDeserialize: (bytes: Buffer) => decodePublishBatch(bytes, limits),
+      responseSerialize: encodePublishOutcomes,
+    },
+    consume: {
+      ...BrokerService.consume,
+      requestDeserialize: checked(BrokerService.consume.requestDeserialize, checkConsumeRequest, limits),
+      responseSerialize: encodeConsumeResponse,
+    },
+    bind: { ...BrokerService.bind, requestDeserialize: checked(BrokerService.bind.requestDeserialize, checkBindingArguments, limits) },
+    unbind: { ...BrokerService.unbind, requestDeserialize: checked(BrokerService.unbind.requestDeserialize, checkBindingArguments, limits) },
+  };
+  const served: Record<string, unknown> = {};
+  for (const [name, method] of Object.entries(service)) {
+    served[name] = { ...method, requestDeserialize: lenient(method.path, method.requestDeserialize as (bytes: Buffer) => unknown) };
+  }
+  return served as typeof BrokerService;
 }
 
 function protoDir(): string {
@@ -59,16 +99,9 @@ export async function startNode(
   const server = new Server({
     'grpc.max_receive_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
     'grpc.max_send_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
+    interceptors: [refuseUnreadable],
   });
-  // Publishes keep the client's encoded message, which goes into the log as is (wire.ts) ...
-  const brokerService = {
-    ...BrokerService,
-    publish: { ...BrokerService.publish, requestDeserialize: decodePublishRequest },
-    publishStream: { ...BrokerService.publishStream, requestDeserialize: decodePublishBatch, responseSerialize: encodePublishOutcomes },
-    // ... and deliveries send the stored bytes as the message.
-    consume: { ...BrokerService.consume, responseSerialize: encodeConsumeResponse },
-  };
-  server.addService(brokerService, api.implementation());
+  server.addService(brokerServiceFor(config), api.implementation());
   server.addService(RaftTransportService, {
     stream: raftStreamHandler(
       config.nodeId,

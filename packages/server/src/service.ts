@@ -504,6 +504,10 @@ export class BrokerApi {
       this.startConsumer(call, subscribe).catch((error: unknown) => fail(call, error));
     };
     call.on('data', first);
+    // Input that ends before a subscribe (or is refused unread, see unreadable.ts) ends the call.
+    call.on('end', () => {
+      if (!started) call.end();
+    });
   }
 
   private async startConsumer(call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>, subscribe: pb.Subscribe.$Properties): Promise<void> {

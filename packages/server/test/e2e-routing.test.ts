@@ -315,7 +315,7 @@ describe('bad input gets a clear status and the node keeps serving', () => {
       );
     });
     raw.close();
-    expect([grpcStatus.INTERNAL, grpcStatus.INVALID_ARGUMENT]).toContain(status);
+    expect(status).toBe(grpcStatus.INVALID_ARGUMENT);
     await client.declareQueue('after-garbage');
     expect((await client.publish('', 'after-garbage', 'fine')).outcome).toBe('confirmed');
   });
