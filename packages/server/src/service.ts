@@ -184,14 +184,18 @@ export class BrokerApi {
     this.clients.clear();
   }
 
-  private checkMessageSize(message: pb.Message.$Properties | null | undefined): void {
-    const size = message?.body?.length ?? 0;
-    if (size > this.node.config.maxMessageBytes) {
-      throw resourceExhausted(
-        'MESSAGE_TOO_LARGE',
-        `message body of ${size} bytes exceeds max_message_bytes (${this.node.config.maxMessageBytes})`,
-      );
-    }
+  /** Spec 2: a body larger than max_message_bytes is the outcome REJECTED (not an RPC error); null when it fits. */
+  private rejectTooLarge(publishId: number, message: pb.Message.$Properties): pb.PublishResponse.$Properties | null {
+    const size = message.body?.length ?? 0;
+    if (size <= this.node.config.maxMessageBytes) return null;
+    this.node.metrics.publishes.inc({ outcome: 'rejected' });
+    return {
+      publishId,
+      outcome: pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED,
+      reason: `message body of ${size} bytes exceeds max_message_bytes (${this.node.config.maxMessageBytes})`,
+      queues: [],
+      statusCode: Status.RESOURCE_EXHAUSTED,
+    };
   }
 
   // ------------------------------------------------------------------------------------
@@ -358,7 +362,8 @@ export class BrokerApi {
     const publishId = request.publishId ?? 0;
     const message = request.message;
     if (message == null) throw invalidArgument('publish needs a message');
-    this.checkMessageSize(message);
+    const tooLarge = this.rejectTooLarge(publishId, message);
+    if (tooLarge !== null) return tooLarge;
     if (this.node.diskAlarm) {
       throw resourceExhausted('DISK_ALARM', `node ${this.node.nodeId} is low on disk space (below disk_free_limit); publishes are refused until space is freed`);
     }
@@ -467,7 +472,7 @@ export class BrokerApi {
             const code = status.code ?? Status.INTERNAL;
             answer({
               publishId: request.publishId,
-              outcome: code === Status.RESOURCE_EXHAUSTED && isTooLarge(error) ? pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED : pb.PublishOutcome.PUBLISH_OUTCOME_FAILED,
+              outcome: pb.PublishOutcome.PUBLISH_OUTCOME_FAILED,
               reason: status.details ?? 'failed',
               statusCode: code,
             });
@@ -818,10 +823,6 @@ export class BrokerApi {
       clusterStatus: unary(() => this.clusterStatus()),
     };
   }
-}
-
-function isTooLarge(error: unknown): boolean {
-  return error instanceof BrokerError && error.reason === 'MESSAGE_TOO_LARGE';
 }
 
 function settleCommand(consumerId: string, settle: pb.Settle.$Properties): Command | BrokerError {

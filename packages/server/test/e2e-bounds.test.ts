@@ -1,6 +1,7 @@
 /**
  * End to end against three real node processes: what one request may expand into is bounded
- * (issue 12 item 5), bytes that are not a request are the client's fault (item 6).
+ * (issue 12 item 5), bytes that are not a request are the client's fault (item 6), and a body
+ * over max_message_bytes is the outcome REJECTED on both publish paths (item 7).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, credentials, status as grpcStatus, type ClientReadableStream, type ServiceError, type StatusObject } from '@grpc/grpc-js';
@@ -182,6 +183,31 @@ describe('item 5: what one request may expand into is bounded', () => {
     await client.declareQueue('bound-args');
     const many = Object.fromEntries(Array.from({ length: 1_025 }, (_, i) => [`a${i}`, i]));
     await expectError(client.bind({ source: 'bounded.headers', queue: 'bound-args', bindingKey: '', arguments: many }), 'RESOURCE_EXHAUSTED', 'TOO_MANY_HEADERS');
+  });
+});
+
+describe('item 7: a body over max_message_bytes is the outcome REJECTED (spec 2), on both paths', () => {
+  const body = Buffer.alloc(16 * 1024 * 1024 + 1, 1);
+
+  it('unary Publish', async () => {
+    await client.declareQueue('too-large-unary');
+    const result = await client.publish('', 'too-large-unary', body);
+    expect(result.outcome).toBe('rejected');
+    expect(result.reason).toContain('max_message_bytes (16777216)');
+    expect(result.queues).toEqual([]);
+    expect((await client.queueStatus('too-large-unary')).ready).toBe(0);
+    expect((await client.publish('', 'too-large-unary', 'small')).outcome).toBe('confirmed');
+  });
+
+  it('PublishStream', async () => {
+    await client.declareQueue('too-large-stream');
+    const publisher = client.createPublisher();
+    const [large, small] = await Promise.all([publisher.publish('too-large-stream', body), publisher.publish('too-large-stream', 'small')]);
+    await publisher.close();
+    expect(large?.outcome).toBe('rejected');
+    expect(large?.reason).toContain('max_message_bytes (16777216)');
+    expect(small?.outcome).toBe('confirmed');
+    expect((await client.queueStatus('too-large-stream')).ready).toBe(1);
   });
 });
 
