@@ -126,6 +126,8 @@ export class FakeBroker {
   readonly forcedOutcomes: Array<quorumq.v1.PublishResponse.$Properties> = [];
   private readonly held: Array<() => void> = [];
   readonly consumerStreams = new Set<ConsumerStream>();
+  /** The number of publishes of each PublishBatch received, in order. */
+  readonly publishBatchSizes: number[] = [];
   readonly publishStreams = new Set<ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>>();
 
   private constructor(readonly state: FakeState, readonly nodeId: string) {}
@@ -386,6 +388,7 @@ export class FakeBroker {
         this.calls.push('publishStream');
         this.publishStreams.add(call);
         call.on('data', (batch: quorumq.v1.PublishBatch) => {
+          this.publishBatchSizes.push(batch.publishes.length);
           for (const r of batch.publishes) this.onStreamPublish(call, r as quorumq.v1.PublishRequest);
         });
         call.on('end', () => call.end());

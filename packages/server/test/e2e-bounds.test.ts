@@ -1,7 +1,8 @@
 /**
  * End to end against three real node processes: what one request may expand into is bounded
- * (issue 12 item 5), bytes that are not a request are the client's fault (item 6), and a body
- * over max_message_bytes is the outcome REJECTED on both publish paths (item 7).
+ * (issue 12 item 5), bytes that are not a request are the client's fault (item 6), a body
+ * over max_message_bytes is the outcome REJECTED on both publish paths (item 7), and a
+ * publish batch larger than one Raft entry confirms every publish (item 16).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, credentials, status as grpcStatus, type ClientReadableStream, type ServiceError, type StatusObject } from '@grpc/grpc-js';
@@ -208,6 +209,51 @@ describe('item 7: a body over max_message_bytes is the outcome REJECTED (spec 2)
     expect(large?.reason).toContain('max_message_bytes (16777216)');
     expect(small?.outcome).toBe('confirmed');
     expect((await client.queueStatus('too-large-stream')).ready).toBe(1);
+  });
+});
+
+describe('item 16: a batch larger than one Raft entry confirms every publish', () => {
+  it('one PublishBatch of 10,000 publishes (more than the 4,096 commands of an entry): every outcome CONFIRMED', async () => {
+    await client.declareQueue('big-batch');
+    const leader = await cluster.leaderOf('big-batch', client);
+    for (const address of [cluster.nodes.find((n) => n.id === leader)!.address, cluster.nodes.find((n) => n.id !== leader)!.address]) {
+      const node = new Client(address, credentials.createInsecure());
+      const before = (await client.queueStatus('big-batch')).ready;
+      const outcomes = await new Promise<{ outcomes: pb.PublishResponse.$Properties[]; status: StatusObject }>((resolve) => {
+        const got: pb.PublishResponse.$Properties[] = [];
+        const call = node.makeBidiStreamRequest(BrokerService.publishStream.path, BrokerService.publishStream.requestSerialize, BrokerService.publishStream.responseDeserialize);
+        call.on('data', (response: pb.PublishOutcomes) => got.push(...response.outcomes));
+        call.on('error', () => undefined);
+        call.on('status', (status: StatusObject) => resolve({ outcomes: got, status }));
+        call.write({ publishes: Array.from({ length: 10_000 }, (_, i) => ({ publishId: i + 1, message: { body: Buffer.from(`m${i}`), routingKey: 'big-batch' } })) });
+        call.end();
+      });
+      node.close();
+      expect(outcomes.status.code).toBe(grpcStatus.OK);
+      expect(outcomes.outcomes).toHaveLength(10_000);
+      expect(outcomes.outcomes.filter((o) => o.outcome !== pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED).map((o) => o.reason).slice(0, 3)).toEqual([]);
+      expect(new Set(outcomes.outcomes.map((o) => Number(o.publishId))).size).toBe(10_000);
+      expect((await client.queueStatus('big-batch')).ready).toBe(before + 10_000);
+    }
+  });
+
+  it('a PublishBatch of 100,000 publishes is refused at once with a clear status, none left to time out', async () => {
+    await client.declareQueue('huge-batch');
+    const { responses, status } = await streamExchange(BrokerService.publishStream.path, [tinyBatch('huge-batch', 100_000)]);
+    expect(status.code).toBe(grpcStatus.RESOURCE_EXHAUSTED);
+    expect(reasonOf(status)).toBe('BATCH_TOO_LARGE');
+    expect(status.details).toContain('a publish batch of 100000 publishes exceeds max_publishes_per_batch (10000)');
+    expect(responses).toEqual([]);
+    expect((await client.queueStatus('huge-batch')).ready).toBe(0);
+  });
+
+  it('a publisher with more in flight than a batch may hold splits its batches: all confirmed', async () => {
+    await client.declareQueue('sdk-split');
+    const publisher = client.createPublisher({ maxInFlight: 25_000 });
+    const results = await Promise.all(Array.from({ length: 25_000 }, (_, i) => publisher.publish('sdk-split', `m${i}`)));
+    await publisher.close();
+    expect(results.filter((r) => r.outcome !== 'confirmed')).toEqual([]);
+    expect((await client.queueStatus('sdk-split')).ready).toBe(25_000);
   });
 });
 
