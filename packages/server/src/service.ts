@@ -34,6 +34,7 @@ import {
 import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
 import { sleep, type BrokerNode, type LocalQueue } from './node.js';
+import { PUBLISH_WINDOW, PUBLISHES_PER_TURN, PublishWindow } from './publish-window.js';
 import { deliveryOf } from './queue-replica.js';
 import { rawMessageOf } from './wire.js';
 
@@ -458,9 +459,9 @@ export class BrokerApi {
       if (outcomes.length === 0) setImmediate(flush);
       outcomes.push(outcome);
     };
-    call.on('data', (batch: pb.PublishBatch) => {
-      for (const request of batch.publishes) {
-        inFlight += 1;
+    // A large batch is published over several turns, a window at a time (publish-window.ts).
+    const window = new PublishWindow<pb.PublishRequest.$Properties>(
+      (request) =>
         this.publish(request).then(
           (outcome) => {
             inFlight -= 1;
@@ -477,8 +478,12 @@ export class BrokerApi {
               statusCode: code,
             });
           },
-        );
-      }
+        ),
+      { perTurn: PUBLISHES_PER_TURN, window: PUBLISH_WINDOW, onBacklog: (backlogged) => (backlogged ? call.pause() : call.resume()) },
+    );
+    call.on('data', (batch: pb.PublishBatch) => {
+      inFlight += batch.publishes.length;
+      window.push(batch.publishes);
     });
     call.on('end', () => {
       ended = true;
