@@ -460,7 +460,7 @@ export class BrokerApi {
       outcomes.push(outcome);
     };
     // A large batch is published over several turns, a window at a time (publish-window.ts).
-    const window = new PublishWindow<pb.PublishRequest.$Properties>(
+    const paced = new PublishWindow<pb.PublishRequest.$Properties>(
       (request) =>
         this.publish(request).then(
           (outcome) => {
@@ -483,7 +483,7 @@ export class BrokerApi {
     );
     call.on('data', (batch: pb.PublishBatch) => {
       inFlight += batch.publishes.length;
-      window.push(batch.publishes);
+      paced.push(batch.publishes);
     });
     call.on('end', () => {
       ended = true;
