@@ -47,6 +47,14 @@ interface Pending {
 type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], PublishOutcomeWire[]>;
 
 /**
+ * Publishes one `PublishBatch` holds at most: the broker refuses a batch of more than its
+ * `maxPublishesPerBatch` (10,000 by default) whole, with RESOURCE_EXHAUSTED.
+ */
+export const BATCH_PUBLISHES_MAX = 1_000;
+/** A batch is closed once its messages reach this many bytes (a larger message goes alone). */
+export const BATCH_BYTES_MAX = 4 * 1024 * 1024;
+
+/**
  * Publishes over one `PublishStream`, with up to `maxInFlight` outcomes outstanding.
  *
  * Without a producerId, publishes in flight when the stream breaks reject with a retriable
@@ -222,10 +230,25 @@ export class Publisher {
     this.outbox.push(entry.wire);
   }
 
+  /** Writes the outbox as batches of at most BATCH_PUBLISHES_MAX publishes and about BATCH_BYTES_MAX bytes. */
   private flushOutbox(): void {
     const publishes = this.outbox;
     this.outbox = [];
-    if (publishes.length > 0 && this.call !== undefined) this.call.write(publishes);
+    const call = this.call;
+    if (call === undefined) return;
+    let start = 0;
+    let bytes = 0;
+    for (let i = 0; i < publishes.length; i++) {
+      const p = publishes[i]!;
+      const size = (p.body?.byteLength ?? 0) + p.rest.byteLength;
+      if (i > start && (i - start >= BATCH_PUBLISHES_MAX || bytes + size > BATCH_BYTES_MAX)) {
+        call.write(publishes.slice(start, i));
+        start = i;
+        bytes = 0;
+      }
+      bytes += size;
+    }
+    if (start < publishes.length) call.write(start === 0 ? publishes : publishes.slice(start));
   }
 
   private open(): void {

@@ -9,7 +9,7 @@ export interface PublishResult {
   readonly outcome: PublishOutcome;
   /** The queues the message was committed to. */
   readonly queues: readonly string[];
-  /** Why it was rejected (e.g. a full queue with overflow reject-publish). */
+  /** Why it was rejected: a full queue with overflow reject-publish, or a body over the broker's maxMessageBytes. */
   readonly reason?: string;
   /** With `mandatory` and outcome 'unroutable': the message. */
   readonly returned?: ReceivedMessage;

@@ -132,6 +132,8 @@ export class FakeBroker {
   consumeStreamsEnded = 0;
   private readonly held: Array<() => void> = [];
   readonly consumerStreams = new Set<ConsumerStream>();
+  /** The number of publishes of each PublishBatch received, in order. */
+  readonly publishBatchSizes: number[] = [];
   readonly publishStreams = new Set<ServerDuplexStream<quorumq.v1.PublishBatch, quorumq.v1.PublishOutcomes.$Properties>>();
 
   private constructor(readonly state: FakeState, readonly nodeId: string) {}
@@ -393,6 +395,7 @@ export class FakeBroker {
         this.calls.push('publishStream');
         this.publishStreams.add(call);
         call.on('data', (batch: quorumq.v1.PublishBatch) => {
+          this.publishBatchSizes.push(batch.publishes.length);
           for (const r of batch.publishes) this.onStreamPublish(call, r as quorumq.v1.PublishRequest);
         });
         call.on('end', () => call.end());

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, QuorumqError, type PublishResult, type QuorumqClient } from '../src/index.js';
 import { wireNumber } from '../src/longs.js';
+import { BATCH_BYTES_MAX, BATCH_PUBLISHES_MAX } from '../src/publisher.js';
 import { FakeBroker, FakeState, waitFor } from './fake-broker.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
@@ -37,6 +38,20 @@ describe('Publisher', () => {
     expect(brokers[0]?.state.queues.get('jobs')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['a', 'c']);
     await publisher.close();
     await expect(publisher.publish('jobs', 'late')).rejects.toMatchObject({ code: 'CANCELLED', retriable: false });
+  });
+
+  it('splits what one turn published into batches the broker accepts (count and bytes)', async () => {
+    const { brokers, client } = await cluster(1);
+    const publisher = client.createPublisher({ maxInFlight: 5_000 });
+    const small = await Promise.all(Array.from({ length: 2_500 }, (_, i) => publisher.publish('jobs', `m${i}`)));
+    expect(small.every((r) => r.outcome === 'confirmed')).toBe(true);
+    expect(brokers[0]?.publishBatchSizes).toEqual([BATCH_PUBLISHES_MAX, BATCH_PUBLISHES_MAX, 500]);
+    const large = Buffer.alloc(BATCH_BYTES_MAX / 2 + 1);
+    await Promise.all([publisher.publish('jobs', large), publisher.publish('jobs', large), publisher.publish('jobs', 'x')]);
+    expect(brokers[0]?.publishBatchSizes.slice(3)).toEqual([1, 2]);
+    await publisher.close();
+    // In publish order.
+    expect(brokers[0]?.publishRequests.slice(0, 2_500).map((r) => Buffer.from(r.message?.body ?? []).toString())).toEqual(Array.from({ length: 2_500 }, (_, i) => `m${i}`));
   });
 
   it('never has more than maxInFlight publishes outstanding at the broker', async () => {

@@ -29,6 +29,16 @@ export interface NodeConfig {
    * this is this (spec 3, flow control).
    */
   readonly maxPrefetch: number;
+  /** Publishes one `PublishBatch` may hold; a larger batch is refused whole, before it is decoded. */
+  readonly maxPublishesPerBatch: number;
+  /** Header values one message may carry, those nested in tables and arrays and its death records included. */
+  readonly maxHeadersPerMessage: number;
+  /** How deep tables and arrays may nest in a header value (a value in a top-level table or array is at depth 1). */
+  readonly maxHeaderDepth: number;
+  /** Bytes a message's headers and death records may take on the wire (keys and values). */
+  readonly maxHeaderBytes: number;
+  /** Settles one consume-stream message (`SettleBatch`) may hold. */
+  readonly maxSettlesPerRequest: number;
   /** Publishes are refused while the data directory's free space is below this. */
   readonly diskFreeLimitBytes: number;
   readonly defaultReplicas: number;
@@ -58,6 +68,11 @@ export const DEFAULTS = {
   snapshotInterval: 1024,
   maxMessageBytes: 16 * 1024 * 1024,
   maxPrefetch: 2000,
+  maxPublishesPerBatch: 10_000,
+  maxHeadersPerMessage: 1_024,
+  maxHeaderDepth: 8,
+  maxHeaderBytes: 1024 * 1024,
+  maxSettlesPerRequest: 10_000,
   diskFreeLimitBytes: 1024 * 1024 * 1024,
   defaultReplicas: 3,
   requestTimeoutMs: 5000,
@@ -85,6 +100,11 @@ const ENV: Record<string, string> = {
   QUORUMQ_SNAPSHOT_INTERVAL: 'snapshotInterval',
   QUORUMQ_MAX_MESSAGE_BYTES: 'maxMessageBytes',
   QUORUMQ_MAX_PREFETCH: 'maxPrefetch',
+  QUORUMQ_MAX_PUBLISHES_PER_BATCH: 'maxPublishesPerBatch',
+  QUORUMQ_MAX_HEADERS_PER_MESSAGE: 'maxHeadersPerMessage',
+  QUORUMQ_MAX_HEADER_DEPTH: 'maxHeaderDepth',
+  QUORUMQ_MAX_HEADER_BYTES: 'maxHeaderBytes',
+  QUORUMQ_MAX_SETTLES_PER_REQUEST: 'maxSettlesPerRequest',
   QUORUMQ_DISK_FREE_LIMIT_BYTES: 'diskFreeLimitBytes',
   QUORUMQ_DEFAULT_REPLICAS: 'defaultReplicas',
   QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
@@ -175,6 +195,11 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     snapshotInterval: integer(raw, 'snapshotInterval', DEFAULTS.snapshotInterval, 1),
     maxMessageBytes: integer(raw, 'maxMessageBytes', DEFAULTS.maxMessageBytes, 1),
     maxPrefetch: integer(raw, 'maxPrefetch', DEFAULTS.maxPrefetch, 1),
+    maxPublishesPerBatch: integer(raw, 'maxPublishesPerBatch', DEFAULTS.maxPublishesPerBatch, 1),
+    maxHeadersPerMessage: integer(raw, 'maxHeadersPerMessage', DEFAULTS.maxHeadersPerMessage, 0),
+    maxHeaderDepth: integer(raw, 'maxHeaderDepth', DEFAULTS.maxHeaderDepth, 0),
+    maxHeaderBytes: integer(raw, 'maxHeaderBytes', DEFAULTS.maxHeaderBytes, 0),
+    maxSettlesPerRequest: integer(raw, 'maxSettlesPerRequest', DEFAULTS.maxSettlesPerRequest, 1),
     diskFreeLimitBytes: integer(raw, 'diskFreeLimitBytes', DEFAULTS.diskFreeLimitBytes, 0),
     defaultReplicas: integer(raw, 'defaultReplicas', DEFAULTS.defaultReplicas, 1),
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),

@@ -12,8 +12,10 @@ import { BrokerError, Status } from './errors.js';
 import { BrokerNode } from './node.js';
 import { addReflection } from './reflection.js';
 import { responseSentInterceptor } from './response-sent.js';
+import { checkBindingArguments, checkConsumeRequest, type RequestLimits } from './request-limits.js';
 import { BrokerApi } from './service.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
+import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse, encodePublishOutcomes } from './wire.js';
 
 import pb = quorumq.v1;
@@ -32,6 +34,44 @@ export function createLogger(config: Pick<NodeConfig, 'nodeId' | 'logLevel'>): L
   return pino({ level: config.logLevel, base: { node: config.nodeId } });
 }
 
+/** A generated deserializer that first checks the request's bytes (request-limits.ts). */
+function checked<T>(deserialize: (bytes: Buffer) => T, check: (bytes: Buffer, limits: RequestLimits) => void, limits: RequestLimits) {
+  return (bytes: Buffer): T => {
+    check(bytes, limits);
+    return deserialize(bytes);
+  };
+}
+
+/**
+ * The Broker service as served: publishes keep the client's encoded message, which goes into
+ * the log as is, deliveries send the stored bytes as the message (wire.ts); requests are
+ * bounded before they are decoded (request-limits.ts), and every deserializer is lenient
+ * (unreadable.ts: a request that cannot be read is refused with a status naming the problem).
+ */
+function brokerServiceFor(limits: RequestLimits): typeof BrokerService {
+  const service = {
+    ...BrokerService,
+    publish: { ...BrokerService.publish, requestDeserialize: (bytes: Buffer) => decodePublishRequest(bytes, limits) },
+    publishStream: {
+      ...BrokerService.publishStream,
+      requestDeserialize: (bytes: Buffer) => decodePublishBatch(bytes, limits),
+      responseSerialize: encodePublishOutcomes,
+    },
+    consume: {
+      ...BrokerService.consume,
+      requestDeserialize: checked(BrokerService.consume.requestDeserialize, checkConsumeRequest, limits),
+      responseSerialize: encodeConsumeResponse,
+    },
+    bind: { ...BrokerService.bind, requestDeserialize: checked(BrokerService.bind.requestDeserialize, checkBindingArguments, limits) },
+    unbind: { ...BrokerService.unbind, requestDeserialize: checked(BrokerService.unbind.requestDeserialize, checkBindingArguments, limits) },
+  };
+  const served: Record<string, unknown> = {};
+  for (const [name, method] of Object.entries(service)) {
+    served[name] = { ...method, requestDeserialize: lenient(method.path, method.requestDeserialize as (bytes: Buffer) => unknown) };
+  }
+  return served as typeof BrokerService;
+}
+
 export async function startNode(
   config: NodeConfig,
   options: { logger?: Logger; onFatal?: (error: unknown) => void } = {},
@@ -48,18 +88,11 @@ export async function startNode(
   const server = new Server({
     'grpc.max_receive_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
     'grpc.max_send_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
-    // An auto-ack get acks only a response that was sent (service.ts).
-    interceptors: [responseSentInterceptor([BrokerService.get.path])],
+    // Unreadable requests are INVALID_ARGUMENT (unreadable.ts); an auto-ack get acks only a
+    // response that was sent (response-sent.ts).
+    interceptors: [refuseUnreadable, responseSentInterceptor([BrokerService.get.path])],
   });
-  // Publishes keep the client's encoded message, which goes into the log as is (wire.ts) ...
-  const brokerService = {
-    ...BrokerService,
-    publish: { ...BrokerService.publish, requestDeserialize: decodePublishRequest },
-    publishStream: { ...BrokerService.publishStream, requestDeserialize: decodePublishBatch, responseSerialize: encodePublishOutcomes },
-    // ... and deliveries send the stored bytes as the message.
-    consume: { ...BrokerService.consume, responseSerialize: encodeConsumeResponse },
-  };
-  server.addService(brokerService, api.implementation());
+  server.addService(brokerServiceFor(config), api.implementation());
   server.addService(RaftTransportService, {
     stream: raftStreamHandler(
       config.nodeId,

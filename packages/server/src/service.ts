@@ -34,6 +34,7 @@ import {
 import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
 import { sleep, type BrokerNode, type LocalQueue } from './node.js';
+import { PUBLISH_WINDOW, PUBLISHES_PER_TURN, PublishWindow } from './publish-window.js';
 import { deliveryOf } from './queue-replica.js';
 import { rawMessageOf } from './wire.js';
 import { DeliveryOutbox } from './delivery-outbox.js';
@@ -187,14 +188,18 @@ export class BrokerApi {
     this.clients.clear();
   }
 
-  private checkMessageSize(message: pb.Message.$Properties | null | undefined): void {
-    const size = message?.body?.length ?? 0;
-    if (size > this.node.config.maxMessageBytes) {
-      throw resourceExhausted(
-        'MESSAGE_TOO_LARGE',
-        `message body of ${size} bytes exceeds max_message_bytes (${this.node.config.maxMessageBytes})`,
-      );
-    }
+  /** Spec 2: a body larger than max_message_bytes is the outcome REJECTED (not an RPC error); null when it fits. */
+  private rejectTooLarge(publishId: number, message: pb.Message.$Properties): pb.PublishResponse.$Properties | null {
+    const size = message.body?.length ?? 0;
+    if (size <= this.node.config.maxMessageBytes) return null;
+    this.node.metrics.publishes.inc({ outcome: 'rejected' });
+    return {
+      publishId,
+      outcome: pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED,
+      reason: `message body of ${size} bytes exceeds max_message_bytes (${this.node.config.maxMessageBytes})`,
+      queues: [],
+      statusCode: Status.RESOURCE_EXHAUSTED,
+    };
   }
 
   // ------------------------------------------------------------------------------------
@@ -361,7 +366,8 @@ export class BrokerApi {
     const publishId = request.publishId ?? 0;
     const message = request.message;
     if (message == null) throw invalidArgument('publish needs a message');
-    this.checkMessageSize(message);
+    const tooLarge = this.rejectTooLarge(publishId, message);
+    if (tooLarge !== null) return tooLarge;
     if (this.node.diskAlarm) {
       throw resourceExhausted('DISK_ALARM', `node ${this.node.nodeId} is low on disk space (below disk_free_limit); publishes are refused until space is freed`);
     }
@@ -456,9 +462,9 @@ export class BrokerApi {
       if (outcomes.length === 0) setImmediate(flush);
       outcomes.push(outcome);
     };
-    call.on('data', (batch: pb.PublishBatch) => {
-      for (const request of batch.publishes) {
-        inFlight += 1;
+    // A large batch is published over several turns, a window at a time (publish-window.ts).
+    const paced = new PublishWindow<pb.PublishRequest.$Properties>(
+      (request) =>
         this.publish(request).then(
           (outcome) => {
             inFlight -= 1;
@@ -470,13 +476,17 @@ export class BrokerApi {
             const code = status.code ?? Status.INTERNAL;
             answer({
               publishId: request.publishId,
-              outcome: code === Status.RESOURCE_EXHAUSTED && isTooLarge(error) ? pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED : pb.PublishOutcome.PUBLISH_OUTCOME_FAILED,
+              outcome: pb.PublishOutcome.PUBLISH_OUTCOME_FAILED,
               reason: status.details ?? 'failed',
               statusCode: code,
             });
           },
-        );
-      }
+        ),
+      { perTurn: PUBLISHES_PER_TURN, window: PUBLISH_WINDOW, onBacklog: (backlogged) => (backlogged ? call.pause() : call.resume()) },
+    );
+    call.on('data', (batch: pb.PublishBatch) => {
+      inFlight += batch.publishes.length;
+      paced.push(batch.publishes);
     });
     call.on('end', () => {
       ended = true;
@@ -507,6 +517,10 @@ export class BrokerApi {
       this.startConsumer(call, subscribe).catch((error: unknown) => fail(call, error));
     };
     call.on('data', first);
+    // Input that ends before a subscribe (or is refused unread, see unreadable.ts) ends the call.
+    call.on('end', () => {
+      if (!started) call.end();
+    });
   }
 
   private async startConsumer(call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>, subscribe: pb.Subscribe.$Properties): Promise<void> {
@@ -846,10 +860,6 @@ export class BrokerApi {
       clusterStatus: unary(() => this.clusterStatus()),
     };
   }
-}
-
-function isTooLarge(error: unknown): boolean {
-  return error instanceof BrokerError && error.reason === 'MESSAGE_TOO_LARGE';
 }
 
 function settleCommand(consumerId: string, settle: pb.Settle.$Properties): Command | BrokerError {

@@ -26,6 +26,9 @@ import {
 } from '@quorumq/proto';
 import type { Command } from '@quorumq/queue';
 
+import { DEFAULTS } from './config.js';
+import { checkMessageBytes, checkPublishCount, type RequestLimits } from './request-limits.js';
+
 import pb = quorumq.v1;
 
 /** The leader clock prefix of every queue entry. */
@@ -265,9 +268,10 @@ const PUBLISH_SEQUENCE = tag(6, WIRE_VARINT);
 /**
  * Reads a PublishRequest field by field, as the generated code would, keeping the bytes of
  * its message (`rawMessageOf`). A message field sent twice merges on decode: that request
- * goes to the generated code and keeps no bytes.
+ * goes to the generated code and keeps no bytes. Each message's headers are checked against
+ * `limits` before the message is decoded.
  */
-function readPublish(bytes: Uint8Array): pb.PublishRequest {
+function readPublish(bytes: Uint8Array, limits: RequestLimits): pb.PublishRequest {
   const reader = Reader.create(bytes);
   const request = new pb.PublishRequest();
   let raw: Uint8Array | null = null;
@@ -280,10 +284,13 @@ function readPublish(bytes: Uint8Array): pb.PublishRequest {
       case PUBLISH_EXCHANGE:
         request.exchange = reader.string();
         break;
-      case PUBLISH_MESSAGE:
-        if (raw !== null) return pb.PublishRequest.decode(bytes);
-        raw = reader.bytes();
+      case PUBLISH_MESSAGE: {
+        const message = reader.bytes();
+        checkMessageBytes(message, limits);
+        if (raw !== null) return decodeMerged(bytes, reader, limits);
+        raw = message;
         break;
+      }
       case PUBLISH_MANDATORY:
         request.mandatory = reader.bool();
         break;
@@ -305,18 +312,32 @@ function readPublish(bytes: Uint8Array): pb.PublishRequest {
   return request;
 }
 
-/** grpc-js deserializer of the unary Publish request. */
-export function decodePublishRequest(bytes: Buffer): pb.PublishRequest {
-  return readPublish(bytes);
+/** A request with its message field sent more than once: the rest checked, then the generated code. */
+function decodeMerged(bytes: Uint8Array, reader: Reader, limits: RequestLimits): pb.PublishRequest {
+  while (reader.pos < reader.len) {
+    const t = reader.uint32();
+    if (t === PUBLISH_MESSAGE) checkMessageBytes(reader.bytes(), limits);
+    else reader.skipType(t & 7);
+  }
+  return pb.PublishRequest.decode(bytes);
 }
 
-/** grpc-js deserializer of PublishStream's batches. */
-export function decodePublishBatch(bytes: Buffer): pb.PublishBatch {
+/** grpc-js deserializer of the unary Publish request; throws a BrokerError beyond `limits`. */
+export function decodePublishRequest(bytes: Buffer, limits: RequestLimits = DEFAULTS): pb.PublishRequest {
+  return readPublish(bytes, limits);
+}
+
+/**
+ * grpc-js deserializer of PublishStream's batches. The publishes are counted before any is
+ * decoded: a batch of more than `maxPublishesPerBatch` is refused whole (a BrokerError).
+ */
+export function decodePublishBatch(bytes: Buffer, limits: RequestLimits = DEFAULTS): pb.PublishBatch {
+  checkPublishCount(bytes, limits);
   const batch = new pb.PublishBatch();
   const reader = Reader.create(bytes);
   while (reader.pos < reader.len) {
     const t = reader.uint32();
-    if (t === BATCH_PUBLISH) batch.publishes.push(readPublish(reader.bytes()));
+    if (t === BATCH_PUBLISH) batch.publishes.push(readPublish(reader.bytes(), limits));
     else reader.skipType(t & 7);
   }
   return batch;

@@ -2,7 +2,8 @@ import { quorumq } from '@quorumq/proto';
 import type { Command } from '@quorumq/queue';
 import { describe, expect, it } from 'vitest';
 
-import { Status } from '../src/errors.js';
+import { DEFAULTS } from '../src/config.js';
+import { BrokerError, Status } from '../src/errors.js';
 
 import {
   decodePublishBatch,
@@ -204,6 +205,67 @@ describe('publish requests keep the client bytes', () => {
     expect(Buffer.from(rawMessageOf(request.message ?? {}) ?? [])).toEqual(encodedMessage);
     expect(decodePublishRequest(Buffer.from(pb.PublishRequest.encode({ publishId: 5 }).finish())).message).toBeNull();
     expect(() => decodePublishBatch(Buffer.from([0x0a, 0x09, 0x01]))).toThrow();
+  });
+});
+
+describe('publish requests are bounded before they are decoded (issue 12 item 5)', () => {
+  const limits = { ...DEFAULTS, maxPublishesPerBatch: 100, maxHeadersPerMessage: 10, maxHeaderDepth: 2, maxHeaderBytes: 1000 };
+  const publishOf = (headers: Record<string, pb.HeaderValue.$Properties>): pb.PublishRequest.$Properties => ({ message: { body: Buffer.from('x'), headers } });
+  const refusal = (decode: () => unknown): { code: Status; reason: string } | null => {
+    try {
+      decode();
+      return null;
+    } catch (error) {
+      expect(error).toBeInstanceOf(BrokerError);
+      return { code: (error as BrokerError).code, reason: (error as BrokerError).reason };
+    }
+  };
+  const exhausted = (reason: string) => ({ code: Status.RESOURCE_EXHAUSTED, reason });
+  const unary = (publish: pb.PublishRequest.$Properties) => () => decodePublishRequest(Buffer.from(pb.PublishRequest.encode(publish).finish()), limits);
+  const batch = (publishes: pb.PublishRequest.$Properties[]) => () => decodePublishBatch(Buffer.from(pb.PublishBatch.encode({ publishes }).finish()), limits);
+  const flat = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`h${i}`, { intValue: i }]));
+  const list = (depth: number): pb.HeaderValue.$Properties => (depth === 0 ? { stringValue: 'leaf' } : { listValue: { values: [list(depth - 1)] } });
+  const table = (depth: number): pb.HeaderValue.$Properties => (depth === 0 ? { boolValue: true } : { mapValue: { entries: { k: table(depth - 1) } } });
+
+  it('a batch of more than maxPublishesPerBatch publishes is refused whole', () => {
+    expect(refusal(batch(Array.from({ length: 100 }, () => publishOf({}))))).toBeNull();
+    expect(refusal(batch(Array.from({ length: 101 }, () => publishOf({}))))).toEqual(exhausted('BATCH_TOO_LARGE'));
+  });
+
+  it('header values are counted at any depth, death records and their routing keys too', () => {
+    expect(refusal(unary(publishOf(flat(10))))).toBeNull();
+    expect(refusal(unary(publishOf(flat(11))))).toEqual(exhausted('TOO_MANY_HEADERS'));
+    // One header holding a list of 10 values: 11.
+    const values = Array.from({ length: 10 }, (_, i) => ({ intValue: i }));
+    expect(refusal(unary(publishOf({ l: { listValue: { values } } })))).toEqual(exhausted('TOO_MANY_HEADERS'));
+    expect(refusal(unary(publishOf({ m: { mapValue: { entries: flat(10) } } })))).toEqual(exhausted('TOO_MANY_HEADERS'));
+    const deaths = [{ queue: 'q', reason: 'rejected', routingKeys: Array.from({ length: 9 }, (_, i) => `k${i}`) }];
+    expect(refusal(unary({ message: { body: Buffer.from('x'), deaths } }))).toBeNull();
+    expect(refusal(unary({ message: { body: Buffer.from('x'), deaths, headers: flat(1) } }))).toEqual(exhausted('TOO_MANY_HEADERS'));
+    expect(refusal(batch([publishOf({}), publishOf(flat(11))]))).toEqual(exhausted('TOO_MANY_HEADERS'));
+  });
+
+  it('tables and arrays nest at most maxHeaderDepth deep', () => {
+    expect(refusal(unary(publishOf({ l: list(2), t: table(2) })))).toBeNull();
+    expect(refusal(unary(publishOf({ l: list(3) })))).toEqual(exhausted('HEADERS_TOO_DEEP'));
+    expect(refusal(unary(publishOf({ t: table(3) })))).toEqual(exhausted('HEADERS_TOO_DEEP'));
+  });
+
+  it('headers take at most maxHeaderBytes', () => {
+    expect(refusal(unary(publishOf({ k: { stringValue: 'v'.repeat(900) } })))).toBeNull();
+    expect(refusal(unary(publishOf({ ['k'.repeat(1000)]: { stringValue: 'v' } })))).toEqual(exhausted('HEADERS_TOO_LARGE'));
+  });
+
+  it('a message field sent twice is checked each time', () => {
+    const one = Buffer.from(pb.PublishRequest.encode(publishOf(flat(2))).finish());
+    const two = Buffer.from(pb.PublishRequest.encode(publishOf(flat(11))).finish());
+    expect(refusal(() => decodePublishRequest(Buffer.concat([one, two]), limits))).toEqual(exhausted('TOO_MANY_HEADERS'));
+  });
+
+  it('within the limits, requests decode as before', () => {
+    const publish = publishOf({ l: list(2), t: table(2), ...flat(3) });
+    const decoded = decodePublishRequest(Buffer.from(pb.PublishRequest.encode(publish).finish()), limits);
+    expect(pb.PublishRequest.toObject(decoded)).toEqual(pb.PublishRequest.toObject(pb.PublishRequest.decode(pb.PublishRequest.encode(publish).finish())));
   });
 });
 
