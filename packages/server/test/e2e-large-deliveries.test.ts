@@ -32,26 +32,27 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000): Promi
   }
 }
 
+/** Publishes `count` messages of about `bytes` each (a publisher with a producer id re-sends safely after a failover). */
 async function fill(queue: string, count: number, bytes: number): Promise<void> {
-  const publisher = client.createPublisher({ maxInFlight: 32 });
+  const publisher = client.createPublisher({ maxInFlight: 16, producerId: `fill-${queue}` });
   const body = Buffer.alloc(bytes, 7);
   await Promise.all(Array.from({ length: count }, (_, i) => publisher.publish(queue, Buffer.concat([Buffer.from(`${i}:`), body]))));
   await publisher.close();
 }
 
-/** Consumes `count` deliveries, acking each; returns their indexes. */
+/** Consumes until `count` distinct messages came (a redelivery after a failover counts once), acking each; returns their indexes. */
 async function consumeAll(queue: string, count: number, prefetch: number): Promise<number[]> {
-  const seen: number[] = [];
+  const seen = new Set<number>();
   const consumer = client.consume(queue, { prefetch });
-  const timer = setTimeout(() => void consumer.cancel(), 60_000);
+  const timer = setTimeout(() => void consumer.cancel(), 100_000);
   for await (const delivery of consumer) {
-    seen.push(Number(delivery.body.subarray(0, delivery.body.indexOf(':')).toString()));
-    await delivery.ack();
-    if (seen.length === count) break;
+    seen.add(Number(delivery.body.subarray(0, delivery.body.indexOf(':')).toString()));
+    void delivery.ack();
+    if (seen.size === count) break;
   }
   clearTimeout(timer);
   await consumer.close();
-  return seen;
+  return [...seen];
 }
 
 describe('deliveries cut by bytes', () => {
@@ -68,7 +69,7 @@ describe('deliveries cut by bytes', () => {
     await client.declareQueue('big.unlimited');
     await fill('big.unlimited', 700, 100_000);
     const seen = await consumeAll('big.unlimited', 700, 0);
-    expect(new Set(seen).size).toBe(700);
+    expect(seen.length).toBe(700);
   });
 });
 
