@@ -16,12 +16,13 @@ import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
 import type { Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
-import { BrokerError, Status, isServiceError, notFound, unavailable } from './errors.js';
+import { BrokerError, Status, invalidArgument, isServiceError, notFound, unavailable } from './errors.js';
 import { headersFromWire } from './headers.js';
 import { decodeJson, encodeJson } from './json-codec.js';
-import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
+import { decodeMetaCommand, parseMetaCommand, type ParsedMetaCommand } from './meta-command.js';
+import { MetaMachine, malformedCommand, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics } from './metrics.js';
-import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
+import { QueueReplica, forwardedEntryProblem, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
 import { EntryBatcher } from './entry-batcher.js';
 import { stampEntry, type OutgoingDelivery } from './wire.js';
 import { RaftGroup } from './raft-group.js';
@@ -584,6 +585,8 @@ export class BrokerNode {
    * next request this node serves (a publish right after a declare) sees the change.
    */
   async proposeMeta(command: MetaCommand): Promise<MetaReply> {
+    const problem = this.metaCommandProblem(parseMetaCommand(command));
+    if (problem !== null) return malformedCommand(problem);
     const data = encodeJson(command);
     const reply = await this.withLeader(
       () => ({ groupId: META_GROUP, local: this.metaGroup, members: [...this.config.peers.keys()] }),
@@ -593,6 +596,19 @@ export class BrokerNode {
     );
     if (reply.index !== undefined) await this.waitMetaApplied(reply.index);
     return reply;
+  }
+
+  /**
+   * Why a metadata command must not be proposed, or null: its shape (meta-command.ts), and
+   * what only the proposer can check against its configuration: a new queue's replicas
+   * are nodes of this cluster.
+   */
+  private metaCommandProblem(parsed: ParsedMetaCommand): string | null {
+    if (!parsed.ok) return parsed.problem;
+    const command = parsed.command;
+    if (command.type !== 'declareQueue' || command.passive) return null;
+    const stranger = command.members.find((member) => !this.config.peers.has(member));
+    return stranger === undefined ? null : `declareQueue: ${stranger} is not a node of this cluster`;
   }
 
   /** Catches up with every metadata change committed before now (a read barrier). */
@@ -650,14 +666,25 @@ export class BrokerNode {
     throw unavailable('NO_QUORUM', `no leader of ${what} answered within ${this.config.requestTimeoutMs} ms${detail}`, this.addressOf(known));
   }
 
-  /** Peer.Propose: a forwarded command for a group this node should lead. */
+  /**
+   * Peer.Propose: a forwarded command for a group this node should lead. The bytes come
+   * from another node: they are checked (INVALID_ARGUMENT, nothing proposed) before they
+   * can reach the log.
+   */
   async handleForwarded(groupId: string, command: Uint8Array): Promise<Uint8Array> {
     const group = this.groupById(groupId);
     if (group === null) throw new BrokerError(Status.UNAVAILABLE, 'UNKNOWN_GROUP', `this node has no replica of ${groupId}`);
     if (!group.isLeader) {
       throw new ForwardError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${groupId}`, group.leaderId);
     }
-    if (groupId !== META_GROUP) stampEntry(command, Date.now());
+    if (groupId === META_GROUP) {
+      const problem = this.metaCommandProblem(decodeMetaCommand(command));
+      if (problem !== null) throw invalidArgument(`refused a forwarded metadata command: ${problem}`, 'MALFORMED_COMMAND');
+    } else {
+      const problem = forwardedEntryProblem(command);
+      if (problem !== null) throw invalidArgument(`refused a forwarded entry for ${groupId}: ${problem}`, 'MALFORMED_COMMAND');
+      stampEntry(command, Date.now());
+    }
     const reply = await group.propose(command, Date.now() + this.config.requestTimeoutMs);
     return encodeJson(reply);
   }
