@@ -10,6 +10,7 @@ import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
 
 function integer(value: string): number {
@@ -70,6 +71,10 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
   const ids = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   const address = (i: number): string => `${options.host}:${options.basePort + i}`;
   const peers = ids.map((id, i) => `${id}=${address(i)}`).join(',');
+  // The nodes' peer calls carry a cluster secret: QUORUMQ_CLUSTER_SECRET(_FILE) when set,
+  // else one made at random for this data directory (see cluster-secret.ts).
+  const secretFromEnv = Boolean(process.env.QUORUMQ_CLUSTER_SECRET) || Boolean(process.env.QUORUMQ_CLUSTER_SECRET_FILE);
+  const secretFile = secretFromEnv ? null : ensureClusterSecret(resolve(options.data));
   const children: ChildProcess[] = [];
   let stopping = false;
   ids.forEach((id, i) => {
@@ -84,6 +89,7 @@ async function runCluster(options: { nodes: number; basePort: number; host: stri
         QUORUMQ_ADVERTISE: address(i),
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: dataDir,
+        ...(secretFile !== null ? { QUORUMQ_CLUSTER_SECRET_FILE: secretFile } : {}),
         QUORUMQ_METRICS_LISTEN: `${options.host}:${9101 + i}`,
       },
     });

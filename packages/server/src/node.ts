@@ -28,6 +28,7 @@ import { stampEntry, type OutgoingDelivery } from './wire.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
 import { ForwardError, PeerTransport } from './transport.js';
+import { WarnLimiter } from './warn-limiter.js';
 
 import pb = quorumq.v1;
 
@@ -80,6 +81,8 @@ export class BrokerNode {
   private stopping = false;
   diskAlarm = false;
   private metaLeaderHandlers: Array<() => void> = [];
+  /** Warnings a peer can cause over and over (refused calls and messages), rate-limited. */
+  readonly warnings: WarnLimiter;
 
   private constructor(
     readonly config: NodeConfig,
@@ -88,6 +91,7 @@ export class BrokerNode {
     readonly logger: Logger,
     private readonly onFatal: (error: unknown) => void,
   ) {
+    this.warnings = new WarnLimiter(logger);
     this.meta = new MetaMachine(() => this.reconcileSoon());
     this.metaGroup = new RaftGroup<MetaReply>({
       groupId: META_GROUP,
@@ -124,7 +128,7 @@ export class BrokerNode {
       logger.error({ corruption: storage.corruption }, 'WAL corruption found; the affected groups will not serve from this copy');
     }
     if (config.testOnlyConfirmBeforeCommit) logger.warn('TEST ONLY: publishes are confirmed before they commit; confirmed messages can be lost');
-    const transport = new PeerTransport(config.nodeId, config.peers, logger, (messages) => {
+    const transport = new PeerTransport(config.nodeId, config.peers, config.clusterSecret, logger, (messages) => {
       node?.metrics.peerBatches.inc();
       node?.metrics.peerMessages.inc(messages);
     });
@@ -154,19 +158,35 @@ export class BrokerNode {
     for (const queue of this.queues.values()) queue.group.tick();
   }
 
+  /**
+   * A Raft message from an authenticated peer (the transport checked the stream's
+   * credentials and that the message is sent in the peer's own name). Dropped unless its
+   * sender is a configured peer and a member of the group it is for.
+   */
   receive(envelope: GroupMessage): void {
     if (this.stopping) return;
+    const { message } = envelope;
     // Never step a message meant for another node into this one (the core would rightly
     // call that an invariant violation); the transport refuses such streams.
-    if (envelope.message.to !== this.nodeId) return;
-    if (envelope.groupId === META_GROUP) {
-      this.metaGroup.receive(envelope.message);
+    if (message.to !== this.nodeId) return;
+    if (message.from === this.nodeId || !this.config.peers.has(message.from)) {
+      this.refuseMessage('not_a_member', envelope);
       return;
     }
-    const group = this.groupById(envelope.groupId);
     // A message for a queue this node does not know yet (its declare is not applied here
     // yet) is dropped: Raft sends again.
-    group?.receive(envelope.message);
+    const group = envelope.groupId === META_GROUP ? this.metaGroup : this.groupById(envelope.groupId);
+    if (group !== null && !group.receive(message)) this.refuseMessage('not_a_member', envelope);
+  }
+
+  /** Counts and (rate-limited) logs a Raft message dropped unstepped. */
+  private refuseMessage(reason: 'not_a_member', { groupId, message }: GroupMessage): void {
+    this.metrics.raftMessagesRefused.inc({ reason });
+    this.warnings.warn(
+      `raft:${reason}`,
+      { reason, group: groupId.slice(0, 300), from: message.from.slice(0, 64), type: message.type, term: message.term },
+      'dropped a Raft message whose sender is not a member of its group',
+    );
   }
 
   groupById(groupId: string): RaftGroup<unknown> | null {
