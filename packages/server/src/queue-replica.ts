@@ -10,7 +10,7 @@
 import { quorumq } from '@quorumq/proto';
 import {
   apply,
-  commandShapeProblem,
+  commandTypeProblem,
   createQueueState,
   decodeSnapshot,
   encodeSnapshot,
@@ -195,14 +195,16 @@ export function checkQueueEntry(data: Uint8Array): DecodedQueueEntry | string {
 
 /**
  * Checks an entry a peer forwarded before it is proposed: everything `checkQueueEntry`
- * checks, plus each command's stateless checks (a known type; an enqueue's fields) and that
- * each message decodes. Returns the problem, or null.
+ * checks, plus that each command is one of the machine's types and each message decodes
+ * (no node of this version proposes anything else). Returns the problem, or null. A
+ * command's own fields are the machine's to check: a bad one gets its error reply without
+ * failing the other commands of its batch (other clients' publishes).
  */
 export function forwardedEntryProblem(data: Uint8Array): string | null {
   const decoded = checkQueueEntry(data);
   if (typeof decoded === 'string') return decoded;
   for (const [i, { command, message }] of decoded.commands.entries()) {
-    const problem = commandShapeProblem(command);
+    const problem = commandTypeProblem(command);
     const where = decoded.batch ? `command ${i}: ` : '';
     if (problem !== null) return `${where}${problem.message}`;
     if (message === null) continue;

@@ -172,12 +172,20 @@ describe('a queue replica applying entries it cannot apply', () => {
     expect(result?.stored).toBeUndefined();
   });
 
-  it('forwardedEntryProblem refuses what apply would refuse, and messages that do not decode', () => {
-    for (const [what, data] of BAD_QUEUE.filter(([what]) => !what.startsWith('an ack'))) {
+  it('forwardedEntryProblem refuses entries apply cannot decode, unknown commands, and messages that do not decode', () => {
+    // A command's own fields are the machine's to refuse, one command at a time.
+    const fieldsOnly = new Set(['an enqueue without fields', 'an enqueue of negative size', 'an ack of a huge tag']);
+    for (const [what, data] of BAD_QUEUE.filter(([what]) => !fieldsOnly.has(what))) {
       expect(forwardedEntryProblem(data), what).not.toBeNull();
     }
     const undecodable = encodeQueueEntry({ type: 'enqueue', sizeBytes: 3, exchange: '', routingKeys: ['q'] }, UNDECODABLE_MESSAGE, 1);
     expect(forwardedEntryProblem(undecodable)).toMatch(/does not decode/);
     expect(forwardedEntryProblem(encodeQueueBatch([enqueue(1), { command: { type: 'tick' }, message: null }], 5))).toBeNull();
+    // One client's bad publish in a batch does not fail the other commands: the machine answers it.
+    const badPriority: EntryCommand = { command: { type: 'enqueue', sizeBytes: 3, exchange: '', routingKeys: ['q'], priority: 1000 }, message: enqueue(2).message };
+    const batch = encodeQueueBatch([enqueue(1), badPriority, enqueue(3)], 5);
+    expect(forwardedEntryProblem(batch)).toBeNull();
+    const replica = new QueueReplica('q', 'q/1/q', DEFAULT_ARGUMENTS, { onEffects: () => {} });
+    expect(replica.apply(entry(1, batch), true).batch?.map((r) => r.reply.type)).toEqual(['enqueued', 'error', 'enqueued']);
   });
 });
