@@ -20,7 +20,7 @@ import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
 import type { Message, NodeId } from '@quorumq/raft';
 import type { Logger } from 'pino';
 
-import { PEER_NODE_ID_METADATA, PeerAuthenticator, peerCallMetadata, unauthenticatedPeer } from './peer-auth.js';
+import { PEER_NODE_ID_METADATA, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
 import { encodeRaftBatch, messageFromWire, type GroupMessage } from './raft-codec.js';
 
 import pb = quorumq.v1;
