@@ -107,11 +107,17 @@ function memberListProblem(members: unknown): string | null {
   return null;
 }
 
+/** A short description of a bad value for an error message; never throws (values may hold bigints, cycles do not occur). */
 function describe(value: unknown): string {
   if (value === undefined) return 'nothing';
   if (typeof value === 'bigint') return `${value}n`;
   if (value instanceof Uint8Array) return 'bytes';
   if (value instanceof Map) return 'a map';
-  const text = JSON.stringify(value) ?? String(value);
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Array.isArray(value) ? 'an array' : typeof value;
+  }
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
