@@ -22,8 +22,9 @@ export type ParsedMetaCommand = { readonly ok: true; readonly command: MetaComma
 
 type Fields = Record<string, unknown>;
 
+/** A plain JSON object (not an array, nor a tagged map or bytes value). */
 function isObject(value: unknown): value is Fields {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Map) && !(value instanceof Uint8Array);
 }
 
 const bad = (problem: string): ParsedMetaCommand => ({ ok: false, problem });

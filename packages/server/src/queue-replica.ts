@@ -129,12 +129,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    */
   message(id: number): pb.Message | undefined {
     const bytes = this.bodies.get(id);
-    if (bytes === undefined) return undefined;
-    try {
-      return pb.Message.decode(bytes);
-    } catch {
-      return undefined;
-    }
+    return bytes === undefined ? undefined : decodeStored(bytes);
   }
 
   private deleteBody(id: number): void {
@@ -217,6 +212,15 @@ export function forwardedEntryProblem(data: Uint8Array): string | null {
   return null;
 }
 
+/** A stored message's bytes decoded, or undefined when they do not decode (see QueueReplica.message). */
+function decodeStored(bytes: Uint8Array): pb.Message | undefined {
+  try {
+    return pb.Message.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The broker-set fields of a delivery. */
 function deliveryFields(queue: string, consumerTag: string, delivered: DeliveredMessage): pb.Delivery.$Properties {
   return {
@@ -236,7 +240,7 @@ function deliveryFields(queue: string, consumerTag: string, delivered: Delivered
  */
 export function streamDeliveryOf(queue: string, consumerTag: string, delivered: DeliveredMessage, stored: Uint8Array | undefined): OutgoingDelivery {
   if (delivered.deaths === null && stored !== undefined) return { ...deliveryFields(queue, consumerTag, delivered), encodedMessage: stored };
-  return deliveryOf(queue, consumerTag, delivered, stored === undefined ? undefined : pb.Message.decode(stored));
+  return deliveryOf(queue, consumerTag, delivered, stored === undefined ? undefined : decodeStored(stored));
 }
 
 /** The delivery a consumer receives: the stored message with the broker-set fields. */

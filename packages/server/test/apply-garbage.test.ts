@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 
 import { encodeJson } from '../src/json-codec.js';
 import { MetaMachine, type MetaReply } from '../src/meta-machine.js';
-import { ENTRY_SPAN, QueueReplica, forwardedEntryProblem } from '../src/queue-replica.js';
+import { ENTRY_SPAN, QueueReplica, forwardedEntryProblem, streamDeliveryOf } from '../src/queue-replica.js';
 import { ENTRY_CLOCK_BYTES, encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/wire.js';
 
 import pb = quorumq.v1;
@@ -58,6 +58,7 @@ const BAD_META: ReadonlyArray<[string, Uint8Array]> = [
   ['declareQueue with a numeric name', json({ type: 'declareQueue', name: 5, args: {}, passive: false, members: ['n1'] })],
   ['declareQueue with null args', json({ type: 'declareQueue', name: 'q', args: null, passive: false, members: ['n1'] })],
   ['declareQueue with string args', json({ type: 'declareQueue', name: 'q', args: 'x', passive: false, members: ['n1'] })],
+  ['declareQueue with map args', text('{"type":"declareQueue","name":"q","args":{"$map":[["maxLength",1]]},"passive":false,"members":["n1"]}')],
   ['declareQueue with bad args', json({ type: 'declareQueue', name: 'q', args: { maxLength: -1 }, passive: false, members: ['n1'] })],
   ['declareQueue without passive', json({ type: 'declareQueue', name: 'q', args: {}, members: ['n1'] })],
   ['declareQueue with members as a string', declare('q', 'n1,n2')],
@@ -174,6 +175,18 @@ describe('a queue replica applying entries it cannot apply', () => {
       type: 'enqueued',
       messageId: index * ENTRY_SPAN,
     });
+  });
+
+  it('streams a dead-lettered message whose bytes do not decode as an empty one', () => {
+    const deaths = {
+      records: [{ queue: 'src', reason: 'rejected', count: 1, exchange: '', routingKeys: ['src'], firstTime: 1, lastTime: 1, originalExpirationMs: null }],
+      first: { reason: 'rejected', queue: 'src', exchange: '' },
+      last: { reason: 'rejected', queue: 'src', exchange: '' },
+    } as const;
+    const delivered = { messageId: 1, deliveryTag: 1, deliveryCount: 1, redelivered: false, sizeBytes: 3, exchange: '', routingKeys: ['q'], deaths };
+    let delivery: ReturnType<typeof streamDeliveryOf> | undefined;
+    expect(() => (delivery = streamDeliveryOf('q', 'c', delivered, UNDECODABLE_MESSAGE))).not.toThrow();
+    expect(delivery).toMatchObject({ queue: 'q', message: { body: new Uint8Array(0) } });
   });
 
   it('hands out a stored message whose bytes do not decode as an empty one instead of failing the apply', () => {
