@@ -23,6 +23,7 @@
 #                          cluster and the smoke test)
 #   QUORUMQ_BASE_IMAGE     base image (default quorumq/node-base:20, made by base-image.sh)
 #   CHAOS_HEALTH_TIMEOUT   seconds to wait for the three healthchecks (default 120)
+#   QUORUMQ_CLUSTER_SECRET the nodes' cluster secret (default: a random one for this run)
 #   CHAOS_KEEP=1           leave the cluster running at the end (for debugging)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -11,11 +11,12 @@
 #                          publish the same host ports 7101-7103, 9111-9113)
 #   ql_require_dist FILE   exits 1 unless the host build FILE exists (npm ci makes it)
 #   ql_images              base image (cluster/base-image.sh) and the node image
-#   ql_up SECONDS          down -v, up -d, waits up to SECONDS for three healthy nodes
+#   ql_up SECONDS          down -v, up -d (with a random QUORUMQ_CLUSTER_SECRET unless one
+#                          is set), waits up to SECONDS for three healthy nodes
 #   ql_teardown STATUS KEEP  the end (from an EXIT trap): on failure the nodes' last log
 #                          lines; unpause, down -v --remove-orphans (unless KEEP=1)
 # Environment: QUORUMQ_BASE_IMAGE (default quorumq/node-base:20, made by base-image.sh),
-# DOCKERD_LOG (default /var/log/dockerd.log).
+# QUORUMQ_CLUSTER_SECRET (default: random per run), DOCKERD_LOG (default /var/log/dockerd.log).
 
 ql_services=(n1 n2 n3)
 ql_lock_file="${TMPDIR:-/tmp}/quorumq-compose-smoke.lock"
@@ -87,6 +88,13 @@ ql_images() {
 
 ql_up() {
   local health_timeout="$1" up_started=$SECONDS
+  # The nodes' cluster secret (docker-compose.yml hands it to every node): a random one per
+  # run unless QUORUMQ_CLUSTER_SECRET is set, so no run uses the documented development one.
+  # `docker start` of a killed node keeps its container's environment, hence the same secret.
+  if [ -z "${QUORUMQ_CLUSTER_SECRET:-}" ]; then
+    QUORUMQ_CLUSTER_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+  fi
+  export QUORUMQ_CLUSTER_SECRET
   "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true
   "${compose[@]}" up -d
   ql_log "waiting up to ${health_timeout}s for ${ql_services[*]} to report healthy"

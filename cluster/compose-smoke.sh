@@ -17,6 +17,7 @@
 #   QUORUMQ_BASE_IMAGE     base image (default quorumq/node-base:20, made by base-image.sh;
 #                          e.g. node:20-bookworm-slim where a registry is reachable)
 #   SMOKE_HEALTH_TIMEOUT   seconds to wait for the three healthchecks (default 120)
+#   QUORUMQ_CLUSTER_SECRET the nodes' cluster secret (default: a random one for this run)
 #   QUORUMQ_SMOKE_MESSAGES, QUORUMQ_SMOKE_RATE, QUORUMQ_SMOKE_KILL_AT, QUORUMQ_SMOKE_TIMEOUT_S
 #                          passed to the client (see cluster/compose-smoke-client.js)
 #   SMOKE_KEEP=1           leave the cluster running at the end (for debugging)

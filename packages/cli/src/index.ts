@@ -7,3 +7,4 @@ export {
   type UnexpectedExit,
 } from './local-cluster.js';
 export { healthStatus } from './health.js';
+export { ensureClusterSecret, CLUSTER_SECRET_FILE } from './cluster-secret.js';

@@ -2,6 +2,7 @@
  * A cluster of real node processes on loopback, each started with `quorumq node` and its
  * own data directory: what the tests, the benchmark and the chaos runner drive. Nodes can
  * be killed (-9), stopped (SIGTERM, graceful), paused (SIGSTOP) and restarted with their data.
+ * The nodes share a random cluster secret kept in the cluster's root (cluster-secret.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
 
 export const CLI_MAIN = resolve(dirname(fileURLToPath(import.meta.url)), 'main.js');
@@ -71,6 +73,8 @@ export class LocalCluster {
 
   private constructor(
     readonly root: string,
+    /** The file holding the cluster secret every node is started with (in `root`). */
+    readonly secretFile: string,
     readonly nodes: LocalNode[],
     private readonly options: LocalClusterOptions,
     private readonly ownsRoot: boolean,
@@ -94,7 +98,7 @@ export class LocalCluster {
         output: '',
       });
     }
-    return new LocalCluster(root, nodes, options, options.root === undefined);
+    return new LocalCluster(root, ensureClusterSecret(root), nodes, options, options.root === undefined);
   }
 
   /** Prepares, starts every node and waits until they serve. */
@@ -141,6 +145,9 @@ export class LocalCluster {
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: node.dataDir,
         QUORUMQ_LOG_LEVEL: 'warn',
+        // The cluster's own secret, unless `env` gives one (this process's does not count).
+        QUORUMQ_CLUSTER_SECRET: '',
+        QUORUMQ_CLUSTER_SECRET_FILE: this.options.env?.QUORUMQ_CLUSTER_SECRET ? '' : this.secretFile,
         ...(node.metricsAddress !== null ? { QUORUMQ_METRICS_LISTEN: node.metricsAddress } : {}),
         ...this.options.env,
       },

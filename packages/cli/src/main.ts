@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
+import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
 import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
 
@@ -91,6 +92,10 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
   const address = (i: number): string => `${options.host}:${options.basePort + i}`;
   const metricsAddress = (i: number): string => `${options.host}:${metricsPort + i}`;
   const peers = ids.map((id, i) => `${id}=${address(i)}`).join(',');
+  // The nodes' peer calls carry a cluster secret: QUORUMQ_CLUSTER_SECRET(_FILE) when set,
+  // else one made at random for this data directory (see cluster-secret.ts).
+  const secretFromEnv = Boolean(process.env.QUORUMQ_CLUSTER_SECRET) || Boolean(process.env.QUORUMQ_CLUSTER_SECRET_FILE);
+  const secretFile = secretFromEnv ? null : ensureClusterSecret(resolve(options.data));
   const children: ChildProcess[] = [];
   let stopping = false;
   ids.forEach((id, i) => {
@@ -105,6 +110,7 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
         QUORUMQ_ADVERTISE: address(i),
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: dataDir,
+        ...(secretFile !== null ? { QUORUMQ_CLUSTER_SECRET_FILE: secretFile } : {}),
         QUORUMQ_METRICS_LISTEN: metricsAddress(i),
       },
     });

@@ -41,6 +41,12 @@ describe('spec 4-7: queue arguments', () => {
     }
   });
 
+  it('arguments that are not an object (from a bad log entry) are a typed error, not a TypeError', () => {
+    for (const input of [null, 'maxLength=1', 7, [1, 2]]) {
+      expect(() => parseQueueArguments(input as never), JSON.stringify(input)).toThrow(QueueArgumentError);
+    }
+  });
+
   it('unknown arguments are refused', () => {
     expect(() => parseQueueArguments({ nope: 1 } as never)).toThrow(/unknown queue argument nope/);
   });

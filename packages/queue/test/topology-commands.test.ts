@@ -240,3 +240,20 @@ describe('auto-delete cascades are bounded by a work list, not the stack', () =>
     t.assertInvariants();
   });
 });
+
+describe('a command holding values JSON cannot show (bigints from the metadata log)', () => {
+  test('is refused as INVALID_ARGUMENT, not a TypeError from the error message', () => {
+    const t = new Topology();
+    const commands = [
+      untyped({ type: 7n }),
+      untyped({ type: 'declareExchange', name: 'x', exchangeType: 7n }),
+      untyped({ type: 'bind', source: 'amq.direct', destination: { kind: 1n, name: 'q' }, bindingKey: 'k' }),
+      untyped({ type: 'bind', source: 'amq.headers', destination: { kind: 'queue', name: 'q' }, bindingKey: '', arguments: new Map([['h', { type: 1n, value: 1 }]]) }),
+    ];
+    for (const command of commands) {
+      const reply = t.apply(command);
+      expect(reply.ok).toBe(false);
+      if (!reply.ok) expect(reply.error.code).toBe('INVALID_ARGUMENT');
+    }
+  });
+});

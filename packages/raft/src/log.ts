@@ -1,6 +1,6 @@
 import { assert } from './assert.js';
-import { decodeConfigEntry } from './config.js';
-import type { ClusterConfig, Entry, Snapshot } from './types.js';
+import { decodeConfigEntry, isMember } from './config.js';
+import type { ClusterConfig, Entry, NodeId, Snapshot } from './types.js';
 
 /**
  * The in-memory Raft log of one group: a snapshot, then the entries after its offset.
@@ -172,6 +172,15 @@ export class RaftLog {
     const latest = this.configs[this.configs.length - 1];
     assert(latest !== undefined, 'no configuration');
     return latest.config;
+  }
+
+  /**
+   * Whether `id` is a member (voter or learner) of a configuration this log holds: the base
+   * one (at the snapshot or the start) or one of its configuration entries, committed or not.
+   * That covers the configuration being left while a change commits and the one being entered.
+   */
+  namesMember(id: NodeId): boolean {
+    return this.configs.some(({ config }) => isMember(config, id));
   }
 
   /** Index of the latest configuration entry (or of the base configuration). */

@@ -224,6 +224,19 @@ export class RaftNode {
     }
   }
 
+  /**
+   * Whether a message from `from` belongs to this group, for a driver to drop one that does
+   * not before stepping it (a peer of the node that is no replica of this group, or one
+   * spoofing another's id). True when `from` is a member of a configuration this node's log
+   * holds (the one in force, the one a pending change leaves, the snapshot's), and always
+   * while this node is not a member itself: a learner being added knows no configuration
+   * naming its leader until the leader's appends or snapshot bring one.
+   */
+  acceptsMessageFrom(from: NodeId): boolean {
+    if (!isMember(this.log.latestConfig(), this.id)) return true;
+    return from !== this.id && this.log.namesMember(from);
+  }
+
   propose(data: Uint8Array): ProposeResult {
     const rejection = this.checkCanPropose();
     if (rejection !== null) return rejection;

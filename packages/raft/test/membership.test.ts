@@ -223,3 +223,28 @@ describe('removal', () => {
     c.assertSafe();
   });
 });
+
+describe('acceptsMessageFrom: which senders a driver steps into a group', () => {
+  test('members of a configuration the log holds, including one being left or entered, and never itself', () => {
+    const c = new TestCluster(['a', 'b', 'c'], { promoteLearners: false });
+    c.elect('a');
+    expect(['a', 'b', 'c'].map((id) => c.raft('b').acceptsMessageFrom(id))).toEqual([true, false, true]);
+    expect(c.raft('b').acceptsMessageFrom('stranger')).toBe(false);
+    expect(c.raft('b').acceptsMessageFrom('d')).toBe(false);
+    c.addNode('d');
+    // A node that is no member yet (a learner being added) cannot judge: it accepts its leader.
+    expect(c.raft('d').acceptsMessageFrom('a')).toBe(true);
+    c.raft('a').proposeConfChange({ type: 'addLearner', nodeId: 'd' });
+    run(c, 2);
+    // The learner caught up through the leader, and now knows the configuration.
+    expect(c.raft('d').status().config).toEqual({ voters: ['a', 'b', 'c'], learners: ['d'] });
+    expect(c.raft('d').acceptsMessageFrom('a')).toBe(true);
+    expect(c.raft('d').acceptsMessageFrom('stranger')).toBe(false);
+    expect(c.raft('b').acceptsMessageFrom('d')).toBe(true);
+    // A removal: while the configuration that names c is still in the log, c is accepted.
+    c.raft('a').proposeConfChange({ type: 'remove', nodeId: 'c' });
+    run(c, 2);
+    expect(c.raft('b').status().config.voters).toEqual(['a', 'b']);
+    expect(c.raft('b').acceptsMessageFrom('c')).toBe(true);
+  });
+});

@@ -51,6 +51,13 @@ export interface NodeConfig {
   readonly exclusiveLeaseMs: number;
   readonly logLevel: string;
   /**
+   * The secret every peer call carries (Raft streams, forwarded proposals): a node serves
+   * the peer services only to callers that present it and a configured node id. Required
+   * when `peers` names other nodes; null for a single node (which then refuses every peer
+   * call). From `clusterSecret`, or the file named by `clusterSecretFile`.
+   */
+  readonly clusterSecret: string | null;
+  /**
    * TEST ONLY: confirm publishes as soon as they are proposed, before they commit. Exists so
    * the chaos checker can show that it catches a broker that breaks the confirm guarantee.
    */
@@ -111,7 +118,12 @@ const ENV: Record<string, string> = {
   QUORUMQ_LOG_LEVEL: 'logLevel',
   QUORUMQ_EXCLUSIVE_LEASE_MS: 'exclusiveLeaseMs',
   QUORUMQ_TEST_ONLY_CONFIRM_BEFORE_COMMIT: 'testOnlyConfirmBeforeCommit',
+  QUORUMQ_CLUSTER_SECRET: 'clusterSecret',
+  QUORUMQ_CLUSTER_SECRET_FILE: 'clusterSecretFile',
 };
+
+/** A cluster secret is at least this long (`openssl rand -hex 32` makes one of 64). */
+export const CLUSTER_SECRET_MIN_LENGTH = 16;
 
 /** `n1=host:port,n2=host:port` or an object {n1: "host:port"}. */
 function parsePeers(value: unknown): Map<string, string> {
@@ -152,6 +164,38 @@ function text(raw: Raw, key: string, fallback: string | null): string | null {
   if (value === undefined || value === null || value === '') return fallback;
   if (typeof value !== 'string') throw new ConfigError(`${key}: expected a string, got ${JSON.stringify(value)}`);
   return value;
+}
+
+/**
+ * The cluster secret, from `clusterSecret` or the file `clusterSecretFile` (its content,
+ * surrounding whitespace removed). A node with peers refuses to start without one: it would
+ * otherwise serve the peer services (which can rewrite the cluster's state) to anyone.
+ */
+function clusterSecret(raw: Raw, nodeId: string, peers: ReadonlyMap<string, string>): string | null {
+  const inline = text(raw, 'clusterSecret', null);
+  const file = text(raw, 'clusterSecretFile', null);
+  if (inline !== null && file !== null) throw new ConfigError('set clusterSecret or clusterSecretFile, not both');
+  let secret = inline;
+  if (file !== null) {
+    try {
+      secret = readFileSync(file, 'utf8').trim();
+    } catch (error) {
+      throw new ConfigError(`clusterSecretFile: cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  if (secret === null || secret === '') {
+    const others = [...peers.keys()].filter((id) => id !== nodeId);
+    if (others.length === 0) return null;
+    throw new ConfigError(
+      `a cluster secret is required: this node has peers (${others.join(', ')}) and serves them the peer services only with one. ` +
+        'Set QUORUMQ_CLUSTER_SECRET (or clusterSecret / clusterSecretFile in the config file) to the same secret on every node, ' +
+        `at least ${CLUSTER_SECRET_MIN_LENGTH} characters (e.g. openssl rand -hex 32)`,
+    );
+  }
+  if (secret.length < CLUSTER_SECRET_MIN_LENGTH) {
+    throw new ConfigError(`the cluster secret is ${secret.length} characters; at least ${CLUSTER_SECRET_MIN_LENGTH} are required (e.g. openssl rand -hex 32)`);
+  }
+  return secret;
 }
 
 export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process.env, overrides: Raw = {}): NodeConfig {
@@ -205,6 +249,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),
     exclusiveLeaseMs: integer(raw, 'exclusiveLeaseMs', DEFAULTS.exclusiveLeaseMs, 100),
     logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
+    clusterSecret: clusterSecret(raw, nodeId, peers),
     testOnlyConfirmBeforeCommit: raw.testOnlyConfirmBeforeCommit === true || raw.testOnlyConfirmBeforeCommit === '1',
   };
   if (config.heartbeatTicks >= config.electionTicks) throw new ConfigError('heartbeatTicks must be below electionTicks');

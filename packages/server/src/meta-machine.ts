@@ -21,6 +21,7 @@ import {
 import type { Entry, NodeId } from '@quorumq/raft';
 
 import { decodeJson, encodeJson } from './json-codec.js';
+import { decodeMetaCommand } from './meta-command.js';
 import type { GroupMachine } from './raft-group.js';
 
 export const QUEUE_NAME_BYTES_MAX = 255;
@@ -72,14 +73,15 @@ export class MetaMachine implements GroupMachine<MetaReply> {
 
   constructor(private readonly onChange: () => void) {}
 
+  /**
+   * Applies one committed entry. An entry it cannot apply (not JSON, an unknown type, a
+   * missing or mistyped field) changes nothing and gets a MALFORMED_COMMAND error reply, the
+   * same on every replica: apply never throws on bad input, so any log can be replayed.
+   */
   apply(entry: Entry): MetaReply {
-    let command: MetaCommand;
-    try {
-      command = decodeJson<MetaCommand>(entry.data);
-    } catch {
-      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'MALFORMED_COMMAND', message: 'malformed metadata command' };
-    }
-    const reply = this.applyCommand(command, entry.index);
+    const parsed = decodeMetaCommand(entry.data);
+    if (!parsed.ok) return { ...malformedCommand(parsed.problem), index: entry.index };
+    const reply = this.applyCommand(parsed.command, entry.index);
     if (reply.ok && reply.changed) this.onChange();
     return { ...reply, index: entry.index };
   }
@@ -185,6 +187,11 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     this.queues.set(command.name, definition);
     return { ok: true, changed: true, warnings, queue: definition };
   }
+}
+
+/** The reply to a metadata command that cannot be applied (see meta-command.ts). */
+export function malformedCommand(problem: string): MetaReply {
+  return { ok: false, code: 'INVALID_ARGUMENT', reason: 'MALFORMED_COMMAND', message: `malformed metadata command: ${problem}` };
 }
 
 export function notFoundQueue(name: string): MetaReply {

@@ -98,6 +98,18 @@ export class NodeMetrics {
     help: 'Peer streams refused because their Raft messages were for another node (a stale peer address)',
     registers: [this.registry],
   });
+  readonly peerCallsRefused = new Counter({
+    name: 'quorumq_peer_calls_refused_total',
+    help: 'Peer calls (Raft streams, forwarded proposals) refused for want of valid cluster credentials, by call',
+    labelNames: ['call'],
+    registers: [this.registry],
+  });
+  readonly raftMessagesRefused = new Counter({
+    name: 'quorumq_raft_messages_refused_total',
+    help: 'Raft messages dropped unstepped: sender_mismatch (not from the stream\'s peer), malformed, not_a_member (of the group)',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly peerMessages = new Counter({ name: 'quorumq_peer_messages_total', help: 'Raft messages sent to peers', registers: [this.registry] });
   readonly forwardsRerouted = new Counter({
     name: 'quorumq_forwards_rerouted_total',

@@ -16,18 +16,20 @@ import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
 import type { Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
-import { BrokerError, Status, isServiceError, notFound, unavailable } from './errors.js';
+import { BrokerError, Status, invalidArgument, isServiceError, notFound, unavailable } from './errors.js';
 import { headersFromWire } from './headers.js';
 import { decodeJson, encodeJson } from './json-codec.js';
-import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
+import { decodeMetaCommand, parseMetaCommand, type ParsedMetaCommand } from './meta-command.js';
+import { MetaMachine, malformedCommand, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
-import { QueueReplica, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
+import { QueueReplica, forwardedEntryProblem, streamDeliveryOf, type QueueApplyResult } from './queue-replica.js';
 import { EntryBatcher } from './entry-batcher.js';
 import { decodeQueueEntry, stampEntry } from './wire.js';
 import type { DeliveryOutbox } from './delivery-outbox.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
 import { ForwardError, PeerTransport } from './transport.js';
+import { WarnLimiter } from './warn-limiter.js';
 
 import pb = quorumq.v1;
 
@@ -80,6 +82,8 @@ export class BrokerNode {
   private stopping = false;
   diskAlarm = false;
   private metaLeaderHandlers: Array<() => void> = [];
+  /** Warnings a peer can cause over and over (refused calls and messages), rate-limited. */
+  readonly warnings: WarnLimiter;
 
   private constructor(
     readonly config: NodeConfig,
@@ -90,6 +94,7 @@ export class BrokerNode {
   ) {
     this.metrics = new NodeMetrics(config.metricsQueueLimit);
     this.metrics.observeQueues(() => this.ledQueueCounts());
+    this.warnings = new WarnLimiter(logger);
     this.meta = new MetaMachine(() => this.reconcileSoon());
     this.metaGroup = new RaftGroup<MetaReply>({
       groupId: META_GROUP,
@@ -126,7 +131,7 @@ export class BrokerNode {
       logger.error({ corruption: storage.corruption }, 'WAL corruption found; the affected groups will not serve from this copy');
     }
     if (config.testOnlyConfirmBeforeCommit) logger.warn('TEST ONLY: publishes are confirmed before they commit; confirmed messages can be lost');
-    const transport = new PeerTransport(config.nodeId, config.peers, logger, (messages) => {
+    const transport = new PeerTransport(config.nodeId, config.peers, config.clusterSecret, logger, (messages) => {
       node?.metrics.peerBatches.inc();
       node?.metrics.peerMessages.inc(messages);
     });
@@ -156,19 +161,35 @@ export class BrokerNode {
     for (const queue of this.queues.values()) queue.group.tick();
   }
 
+  /**
+   * A Raft message from an authenticated peer (the transport checked the stream's
+   * credentials and that the message is sent in the peer's own name). Dropped unless its
+   * sender is a configured peer and a member of the group it is for.
+   */
   receive(envelope: GroupMessage): void {
     if (this.stopping) return;
+    const { message } = envelope;
     // Never step a message meant for another node into this one (the core would rightly
     // call that an invariant violation); the transport refuses such streams.
-    if (envelope.message.to !== this.nodeId) return;
-    if (envelope.groupId === META_GROUP) {
-      this.metaGroup.receive(envelope.message);
+    if (message.to !== this.nodeId) return;
+    if (message.from === this.nodeId || !this.config.peers.has(message.from)) {
+      this.refuseMessage('not_a_member', envelope);
       return;
     }
-    const group = this.groupById(envelope.groupId);
     // A message for a queue this node does not know yet (its declare is not applied here
     // yet) is dropped: Raft sends again.
-    group?.receive(envelope.message);
+    const group = envelope.groupId === META_GROUP ? this.metaGroup : this.groupById(envelope.groupId);
+    if (group !== null && !group.receive(message)) this.refuseMessage('not_a_member', envelope);
+  }
+
+  /** Counts and (rate-limited) logs a Raft message dropped unstepped. */
+  private refuseMessage(reason: 'not_a_member', { groupId, message }: GroupMessage): void {
+    this.metrics.raftMessagesRefused.inc({ reason });
+    this.warnings.warn(
+      `raft:${reason}`,
+      { reason, group: groupId.slice(0, 300), from: message.from.slice(0, 64), type: message.type, term: message.term },
+      'dropped a Raft message whose sender is not a member of its group',
+    );
   }
 
   groupById(groupId: string): RaftGroup<unknown> | null {
@@ -610,6 +631,8 @@ export class BrokerNode {
    * next request this node serves (a publish right after a declare) sees the change.
    */
   async proposeMeta(command: MetaCommand): Promise<MetaReply> {
+    const problem = this.metaCommandProblem(parseMetaCommand(command));
+    if (problem !== null) return malformedCommand(problem);
     const data = encodeJson(command);
     const reply = await this.withLeader(
       () => ({ groupId: META_GROUP, local: this.metaGroup, members: [...this.config.peers.keys()] }),
@@ -620,6 +643,19 @@ export class BrokerNode {
     );
     if (reply.index !== undefined) await this.waitMetaApplied(reply.index);
     return reply;
+  }
+
+  /**
+   * Why a metadata command must not be proposed, or null: its shape (meta-command.ts), and
+   * what only the proposer can check against its configuration: a new queue's replicas
+   * are nodes of this cluster.
+   */
+  private metaCommandProblem(parsed: ParsedMetaCommand): string | null {
+    if (!parsed.ok) return parsed.problem;
+    const command = parsed.command;
+    if (command.type !== 'declareQueue' || command.passive) return null;
+    const stranger = command.members.find((member) => !this.config.peers.has(member));
+    return stranger === undefined ? null : `declareQueue: ${stranger} is not a node of this cluster`;
   }
 
   /**
@@ -725,14 +761,25 @@ export class BrokerNode {
     throw unavailable('NO_QUORUM', `no leader of ${what} answered within ${this.config.requestTimeoutMs} ms${detail}`, this.addressOf(known));
   }
 
-  /** Peer.Propose: a forwarded command for a group this node should lead. */
+  /**
+   * Peer.Propose: a forwarded command for a group this node should lead. The bytes come
+   * from another node: they are checked (INVALID_ARGUMENT, nothing proposed) before they
+   * can reach the log.
+   */
   async handleForwarded(groupId: string, command: Uint8Array): Promise<Uint8Array> {
     const group = this.groupById(groupId);
     if (group === null) throw new BrokerError(Status.UNAVAILABLE, 'UNKNOWN_GROUP', `this node has no replica of ${groupId}`);
     if (!group.isLeader) {
       throw new ForwardError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${groupId}`, group.leaderId);
     }
-    if (groupId !== META_GROUP) stampEntry(command, Date.now());
+    if (groupId === META_GROUP) {
+      const problem = this.metaCommandProblem(decodeMetaCommand(command));
+      if (problem !== null) throw invalidArgument(`refused a forwarded metadata command: ${problem}`, 'MALFORMED_COMMAND');
+    } else {
+      const problem = forwardedEntryProblem(command);
+      if (problem !== null) throw invalidArgument(`refused a forwarded entry for ${groupId}: ${problem}`, 'MALFORMED_COMMAND');
+      stampEntry(command, Date.now());
+    }
     const reply = await group.propose(command, Date.now() + this.config.requestTimeoutMs);
     return encodeJson(reply);
   }

@@ -10,6 +10,7 @@
 import { quorumq } from '@quorumq/proto';
 import {
   apply,
+  commandTypeProblem,
   createQueueState,
   decodeSnapshot,
   encodeSnapshot,
@@ -22,7 +23,14 @@ import {
 import type { Entry } from '@quorumq/raft';
 
 import type { GroupMachine } from './raft-group.js';
-import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, type DecodedCommand, type OutgoingDelivery } from './wire.js';
+import {
+  decodeQueueEntry,
+  decodeQueueSnapshot,
+  encodeQueueSnapshot,
+  type DecodedCommand,
+  type DecodedQueueEntry,
+  type OutgoingDelivery,
+} from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -36,6 +44,9 @@ export interface QueueApplyResult {
 
 /** Positions per log entry: a batch holds at most this many commands. */
 export const ENTRY_SPAN = 4096;
+
+/** A leader clock beyond this (the year 2200) is not a time but a forged or corrupt entry. */
+const CLOCK_MAX_MS = 7_258_118_400_000;
 
 const OK: Reply = { type: 'ok' };
 
@@ -65,18 +76,17 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     this.state = createQueueState(name, args, createdAt);
   }
 
+  /**
+   * Applies one committed entry. An entry it cannot decode (bad protobuf, bad JSON, a nested
+   * or oversized batch, a clock that is not a time) changes nothing and gets an
+   * INVALID_ARGUMENT error reply; a command the machine refuses gets the machine's error
+   * reply. Both are the same on every replica: no entry makes apply throw.
+   */
   apply(entry: Entry, leader: boolean): QueueApplyResult {
-    let decoded: ReturnType<typeof decodeQueueEntry>;
-    try {
-      decoded = decodeQueueEntry(entry.data);
-    } catch (error) {
-      return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: ${String(error)}` } };
-    }
     this.logBytesSinceSnapshot += entry.data.byteLength;
+    const decoded = checkQueueEntry(entry.data);
+    if (typeof decoded === 'string') return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: ${decoded}` } };
     const { commands, now } = decoded;
-    if (commands.length > ENTRY_SPAN) {
-      return { reply: { type: 'error', code: 'INVALID_ARGUMENT', message: `malformed queue entry: a batch of ${commands.length} commands (at most ${ENTRY_SPAN})` } };
-    }
     const base = entry.index * ENTRY_SPAN;
     if (!decoded.batch) return this.applyCommand(base, entry.term, now, commands[0]!, leader);
     const batch = new Array<QueueApplyResult>(commands.length);
@@ -115,10 +125,14 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     }
   }
 
-  /** A stored message, decoded (only the leader decodes, when it hands a message out). */
+  /**
+   * A stored message, decoded (only the leader decodes, when it hands a message out).
+   * Proposers check that messages decode; bytes that do not (a log from a faulty writer)
+   * read as no message, the same on every replica, rather than failing the apply.
+   */
   message(id: number): pb.Message | undefined {
     const bytes = this.bodies.get(id);
-    return bytes === undefined ? undefined : pb.Message.decode(bytes);
+    return bytes === undefined ? undefined : decodeStored(bytes);
   }
 
   private deleteBody(id: number): void {
@@ -166,6 +180,56 @@ function deadLettersItself(effects: readonly Effect[], id: number): boolean {
   return false;
 }
 
+/**
+ * Decodes an entry for apply, or says why it cannot be applied: undecodable bytes, a batch
+ * of more than ENTRY_SPAN commands (their positions would overlap the next entry's), or a
+ * leader clock that is not a time.
+ */
+export function checkQueueEntry(data: Uint8Array): DecodedQueueEntry | string {
+  let decoded: DecodedQueueEntry;
+  try {
+    decoded = decodeQueueEntry(data);
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+  if (decoded.commands.length > ENTRY_SPAN) return `a batch of ${decoded.commands.length} commands (at most ${ENTRY_SPAN})`;
+  if (!Number.isFinite(decoded.now) || decoded.now < 0 || decoded.now > CLOCK_MAX_MS) return `the leader clock ${decoded.now} is not a time`;
+  return decoded;
+}
+
+/**
+ * Checks an entry a peer forwarded before it is proposed: everything `checkQueueEntry`
+ * checks, plus that each command is one of the machine's types and each message decodes
+ * (no node of this version proposes anything else). Returns the problem, or null. A
+ * command's own fields are the machine's to check: a bad one gets its error reply without
+ * failing the other commands of its batch (other clients' publishes).
+ */
+export function forwardedEntryProblem(data: Uint8Array): string | null {
+  const decoded = checkQueueEntry(data);
+  if (typeof decoded === 'string') return decoded;
+  for (const [i, { command, message }] of decoded.commands.entries()) {
+    const problem = commandTypeProblem(command);
+    const where = decoded.batch ? `command ${i}: ` : '';
+    if (problem !== null) return `${where}${problem.message}`;
+    if (message === null) continue;
+    try {
+      pb.Message.decode(message);
+    } catch (error) {
+      return `${where}the message does not decode (${error instanceof Error ? error.message : String(error)})`;
+    }
+  }
+  return null;
+}
+
+/** A stored message's bytes decoded, or undefined when they do not decode (see QueueReplica.message). */
+function decodeStored(bytes: Uint8Array): pb.Message | undefined {
+  try {
+    return pb.Message.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The broker-set fields of a delivery. */
 function deliveryFields(queue: string, consumerTag: string, delivered: DeliveredMessage): pb.Delivery.$Properties {
   return {
@@ -185,7 +249,7 @@ function deliveryFields(queue: string, consumerTag: string, delivered: Delivered
  */
 export function streamDeliveryOf(queue: string, consumerTag: string, delivered: DeliveredMessage, stored: Uint8Array | undefined): OutgoingDelivery {
   if (delivered.deaths === null && stored !== undefined) return { ...deliveryFields(queue, consumerTag, delivered), encodedMessage: stored };
-  return deliveryOf(queue, consumerTag, delivered, stored === undefined ? undefined : pb.Message.decode(stored));
+  return deliveryOf(queue, consumerTag, delivered, stored === undefined ? undefined : decodeStored(stored));
 }
 
 /** The delivery a consumer receives: the stored message with the broker-set fields. */

@@ -98,8 +98,27 @@ export function messageToWire(groupId: string, message: Message): pb.RaftMessage
   }
 }
 
-/** Decodes one wire message; null for a message of a kind this node does not know. */
+/**
+ * Decodes one wire message; null for a message of a kind this node does not know, without
+ * a sender, or with a term, index, offset or size that is not a safe integer (a uint64 past
+ * 2^53 decodes to an inexact number, which the Raft core must never see).
+ */
 export function messageFromWire(wire: pb.RaftMessage): GroupMessage | null {
+  if (!wire.from || !wire.to) return null;
+  const decoded = decodeBody(wire);
+  return decoded !== null && numbersAreSafe(decoded.message) ? decoded : null;
+}
+
+const isSafeCount = (value: number): boolean => Number.isSafeInteger(value) && value >= 0;
+
+function numbersAreSafe(message: Message): boolean {
+  for (const value of Object.values(message)) if (typeof value === 'number' && !isSafeCount(value)) return false;
+  if (message.type === 'append') return message.entries.every((entry) => isSafeCount(entry.index) && isSafeCount(entry.term));
+  if (message.type === 'snapshot') return isSafeCount(message.meta.index) && isSafeCount(message.meta.term);
+  return true;
+}
+
+function decodeBody(wire: pb.RaftMessage): GroupMessage | null {
   const envelope = { from: wire.from, to: wire.to, term: wire.term };
   const groupId = wire.groupId;
   const m = (message: Message): GroupMessage => ({ groupId, message });

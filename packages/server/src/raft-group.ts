@@ -145,8 +145,15 @@ export class RaftGroup<R> {
     this.nextDeadline = next;
   }
 
-  receive(message: Message): void {
+  /**
+   * Steps a peer's message. Returns false, stepping nothing, when its sender is no member
+   * of the group as far as this replica knows (see RaftNode.acceptsMessageFrom): a peer of
+   * the node that does not replicate this group cannot move its term or its log.
+   */
+  receive(message: Message): boolean {
+    if (!this.raft.acceptsMessageFrom(message.from)) return false;
     this.guard(() => this.raft.step(message));
+    return true;
   }
 
   /**

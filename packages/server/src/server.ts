@@ -1,6 +1,7 @@
 /**
  * Starts a node: storage, Raft groups, and one gRPC server on `listen` that serves the
- * client API, the peer API, standard health checking and server reflection.
+ * client API, the peer API (to authenticated peers only: peer-auth.ts), standard health
+ * checking and server reflection.
  */
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
@@ -14,6 +15,7 @@ import { addReflection } from './reflection.js';
 import { responseSentInterceptor } from './response-sent.js';
 import { checkBindingArguments, checkConsumeRequest, type RequestLimits } from './request-limits.js';
 import { BrokerApi } from './service.js';
+import { PEER_NODE_ID_METADATA, PeerAuthenticator, unauthenticatedPeer } from './peer-auth.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
 import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse, encodePublishOutcomes } from './wire.js';
@@ -93,21 +95,49 @@ export async function startNode(
     interceptors: [refuseUnreadable, responseSentInterceptor([BrokerService.get.path])],
   });
   server.addService(brokerServiceFor(config), api.implementation());
+  // The peer services: only for configured peers with the cluster secret (peer-auth.ts).
+  const authenticator = new PeerAuthenticator(config.nodeId, config.peers, config.clusterSecret);
+  const refusedCall = (call: 'raft_stream' | 'propose_batch', claimed: string): void => {
+    node.metrics.peerCallsRefused.inc({ call });
+    node.warnings.warn(
+      `peer-call:${call}`,
+      { call, claimedNode: claimed.slice(0, 64) },
+      'refused a peer call without valid cluster credentials (a client on the peer services, or a node with another cluster secret)',
+    );
+  };
   server.addService(RaftTransportService, {
-    stream: raftStreamHandler(
-      config.nodeId,
-      (message) => node.receive(message),
-      (to, from) => {
+    stream: raftStreamHandler({
+      selfId: config.nodeId,
+      authenticator,
+      onMessage: (message) => node.receive(message),
+      onWrongNode: (to, from) => {
         node.metrics.peerStreamsRefused.inc();
         logger.warn({ to, from }, 'a peer sent Raft messages for another node here (stale address); refused its stream');
       },
-    ),
+      onRefused: (reason, peer, claimedFrom) => {
+        if (reason === 'unauthenticated') {
+          refusedCall('raft_stream', claimedFrom);
+          return;
+        }
+        node.metrics.raftMessagesRefused.inc({ reason });
+        node.warnings.warn(
+          `raft:${reason}`,
+          { reason, peer, from: claimedFrom.slice(0, 64) },
+          reason === 'sender_mismatch' ? 'dropped a Raft message a peer sent in another node\'s name' : 'dropped a malformed Raft message',
+        );
+      },
+    }),
   });
   server.addService(PeerService, {
     proposeBatch: (
       call: ServerUnaryCall<pb.ProposeBatchRequest, pb.ProposeBatchResponse.$Properties>,
       callback: sendUnaryData<pb.ProposeBatchResponse.$Properties>,
     ) => {
+      if (authenticator.authenticate(call.metadata) === null) {
+        refusedCall('propose_batch', String(call.metadata.get(PEER_NODE_ID_METADATA)[0] ?? ''));
+        callback(unauthenticatedPeer());
+        return;
+      }
       // Proposed in order, in this turn; answered together once all are settled.
       const results = call.request.items.map((item) =>
         node.handleForwarded(item.groupId ?? '', item.command ?? new Uint8Array(0)).then(

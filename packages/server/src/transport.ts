@@ -2,7 +2,9 @@
  * Node-to-node traffic. Raft messages of every group travel on one long-lived gRPC stream
  * per peer: everything queued for a peer during an event-loop turn leaves as one
  * RaftBatch. A broken stream drops what was queued (Raft retransmits) and reconnects with
- * a bounded back-off. Forwarded proposals use the unary Peer.Propose call.
+ * a bounded back-off. Forwarded proposals use the unary Peer.Propose call. Every call
+ * carries this node's id and the cluster secret (peer-auth.ts); the receiving side serves
+ * only configured peers that present it, and steps only messages sent in their own name.
  */
 import {
   Metadata,
@@ -18,6 +20,7 @@ import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
 import type { Message, NodeId } from '@quorumq/raft';
 import type { Logger } from 'pino';
 
+import { PEER_NODE_ID_METADATA, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
 import { encodeRaftBatch, messageFromWire, type GroupMessage } from './raft-codec.js';
 
 import pb = quorumq.v1;
@@ -66,6 +69,8 @@ interface PeerLink {
   connected: boolean;
   forwards: Forward[];
   forwardScheduled: boolean;
+  /** Set once the peer refused this node's credentials, until a stream opens again. */
+  refusedWarned: boolean;
 }
 
 export interface TransportStats {
@@ -80,13 +85,20 @@ export class PeerTransport {
   private closed = false;
   readonly stats: TransportStats = { batchesSent: 0, messagesSent: 0, messagesDropped: 0 };
 
+  /** The id and secret sent with every call (see peer-auth.ts). */
+  private readonly metadata: Metadata;
+
   constructor(
     readonly selfId: NodeId,
     peers: ReadonlyMap<NodeId, string>,
+    /** The cluster secret (config.clusterSecret); a node without one has no peers to call. */
+    secret: string | null,
     private readonly logger: Logger,
     /** Called for each batch sent, with its number of messages (metrics). */
     private readonly onBatch: (messages: number) => void = () => {},
   ) {
+    if (secret === null && [...peers.keys()].some((id) => id !== selfId)) throw new Error('a node with peers needs a cluster secret');
+    this.metadata = secret === null ? new Metadata() : peerCallMetadata(selfId, secret);
     for (const [id, address] of peers) {
       if (id === selfId) continue;
       this.links.set(id, {
@@ -100,6 +112,7 @@ export class PeerTransport {
         connected: false,
         forwards: [],
         forwardScheduled: false,
+        refusedWarned: false,
       });
     }
   }
@@ -169,6 +182,7 @@ export class PeerTransport {
       PeerService.proposeBatch.requestSerialize,
       PeerService.proposeBatch.responseDeserialize,
       { items: batch.map((f) => ({ groupId: f.groupId, command: f.command })) },
+      this.metadata.clone(),
       { deadline },
       (error: ServiceError | null, response?: pb.ProposeBatchResponse) => {
         batch.forEach((forward, i) => {
@@ -227,11 +241,13 @@ export class PeerTransport {
       RaftTransportService.stream.path,
       encodeRaftBatch,
       RaftTransportService.stream.responseDeserialize,
+      this.metadata.clone(),
     ) as ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck>;
     link.stream = stream;
     stream.on('metadata', () => {
       if (!link.connected) this.logger.info({ peer: link.id, address: link.address }, 'peer stream open');
       link.connected = true;
+      link.refusedWarned = false;
     });
     const broken = (reason: string): void => {
       if (link.stream !== stream) return;
@@ -241,6 +257,14 @@ export class PeerTransport {
       link.reconnectAt = Date.now() + 200;
     };
     stream.on('error', (error: ServiceError) => {
+      if (error.code === Status.UNAUTHENTICATED && !link.refusedWarned) {
+        // It retries every few hundred ms: one line until a stream opens again.
+        link.refusedWarned = true;
+        this.logger.warn(
+          { peer: link.id, address: link.address },
+          'the peer refused this node\'s cluster credentials: every node needs the same cluster secret and this node\'s id in its peers',
+        );
+      }
       if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(WRONG_NODE)) {
         // The address led to another node (a container restarted with another's old IP):
         // new channels resolve the name again.
@@ -258,13 +282,44 @@ export class PeerTransport {
 /** The status details that tell a peer its stream reached the wrong node. */
 export const WRONG_NODE = 'WRONG_NODE';
 
+/** Why the receiving side refused a peer stream or dropped one of its messages. */
+export type RaftRefusal =
+  /** The stream did not present valid cluster credentials: it is ended, UNAUTHENTICATED. */
+  | 'unauthenticated'
+  /** A message whose `from` is not the peer that opened the stream. */
+  | 'sender_mismatch'
+  /** A message the codec refuses (unknown kind, numbers that are not safe integers). */
+  | 'malformed';
+
+export interface RaftStreamOptions {
+  readonly selfId: NodeId;
+  readonly authenticator: PeerAuthenticator;
+  readonly onMessage: (message: GroupMessage) => void;
+  /** A batch for another node arrived (see below). */
+  readonly onWrongNode?: (to: string, from: string) => void;
+  /** A stream or message was refused; `peer` is the authenticated peer, when there is one. */
+  readonly onRefused?: (reason: RaftRefusal, peer: NodeId | null, claimedFrom: string) => void;
+}
+
 /**
- * The receiving side: decodes each batch and hands its messages to the node. A batch for
+ * The receiving side: authenticates the stream (peer-auth.ts), then decodes each batch and
+ * hands its messages to the node. A message that does not come from the stream's own peer,
+ * or that the codec refuses, is dropped (Raft copes with lost messages). A batch for
  * another node (the peer's address for that node now leads here) ends the stream with
  * FAILED_PRECONDITION / WRONG_NODE and is dropped: the peer then resolves the name again.
  */
-export function raftStreamHandler(selfId: NodeId, onMessage: (message: GroupMessage) => void, onWrongNode: (to: string, from: string) => void = () => {}) {
+export function raftStreamHandler(options: RaftStreamOptions) {
+  const { selfId, authenticator, onMessage } = options;
+  const onWrongNode = options.onWrongNode ?? (() => {});
+  const onRefused = options.onRefused ?? (() => {});
   return (call: ServerDuplexStream<pb.RaftBatch, pb.RaftBatchAck.$Properties>): void => {
+    const peer = authenticator.authenticate(call.metadata);
+    call.on('error', () => {});
+    if (peer === null) {
+      onRefused('unauthenticated', null, String(call.metadata.get(PEER_NODE_ID_METADATA)[0] ?? '').slice(0, 64));
+      call.emit('error', unauthenticatedPeer());
+      return;
+    }
     // Headers right away, so the peer knows the stream is open before any reply.
     call.sendMetadata(new Metadata());
     let refused = false;
@@ -278,11 +333,15 @@ export function raftStreamHandler(selfId: NodeId, onMessage: (message: GroupMess
         return;
       }
       for (const wire of batch.messages) {
+        if (wire.from !== peer) {
+          onRefused('sender_mismatch', peer, wire.from ?? '');
+          continue;
+        }
         const decoded = messageFromWire(wire as pb.RaftMessage);
-        if (decoded !== null) onMessage(decoded);
+        if (decoded === null) onRefused('malformed', peer, wire.from);
+        else onMessage(decoded);
       }
     });
     call.on('end', () => call.end());
-    call.on('error', () => {});
   };
 }

@@ -224,6 +224,7 @@ describe('spec 10: a corrupt record in the middle of the WAL is detected, not se
         QUORUMQ_LISTEN: cluster.addresses[2],
         QUORUMQ_PEERS: cluster.nodes.map((n) => `${n.id}=${n.address}`).join(','),
         QUORUMQ_DATA_DIR: cluster.nodes[2]?.dataDir,
+        QUORUMQ_CLUSTER_SECRET_FILE: cluster.local.secretFile,
         QUORUMQ_LOG_LEVEL: 'fatal',
       },
       encoding: 'utf8',

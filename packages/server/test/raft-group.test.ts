@@ -89,3 +89,20 @@ describe('a proposal with a deadline', () => {
     expect(await noDeadline).toBe('failed');
   });
 });
+
+describe('messages from outside the group', () => {
+  it('a message whose sender is no member of the group is dropped: the term does not move', async () => {
+    const group = await leaderWithoutQuorum();
+    const term = group.raft.currentTerm;
+    // n4 is no replica of this group (a peer of the node that replicates other groups).
+    const forged: Message = { type: 'heartbeat', from: 'n4', to: 'n1', term: 1e12, commit: 0, readSeq: 0 };
+    expect(group.receive(forged)).toBe(false);
+    expect(group.receive({ ...forged, type: 'vote', lastLogIndex: 1e9, lastLogTerm: 1e9, leaderTransfer: true } as Message)).toBe(false);
+    await turn();
+    expect(group.raft.currentTerm).toBe(term);
+    expect(group.isLeader).toBe(true);
+    // A member's message of a higher term is stepped as ever.
+    expect(group.receive({ ...forged, from: 'n2', term: term + 1 })).toBe(true);
+    expect(group.raft.currentTerm).toBe(term + 1);
+  });
+});

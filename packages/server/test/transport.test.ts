@@ -1,4 +1,4 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { Metadata, Server, ServerCredentials } from '@grpc/grpc-js';
 import { RaftTransportService } from '@quorumq/proto';
 import type { Message } from '@quorumq/raft';
 import { pino } from 'pino';
@@ -6,18 +6,37 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import type { GroupMessage } from '../src/raft-codec.js';
-import { PeerTransport, raftStreamHandler } from '../src/transport.js';
+import { PeerAuthenticator } from '../src/peer-auth.js';
+import { PeerTransport, raftStreamHandler, type RaftRefusal } from '../src/transport.js';
 
 const closers: Array<() => void> = [];
 afterEach(() => {
   for (const close of closers.splice(0)) close();
 });
 
+const SECRET = 'a-cluster-secret-for-tests';
+const PEERS = new Map([
+  ['n1', '127.0.0.1:1'],
+  ['n2', '127.0.0.1:2'],
+  ['n3', '127.0.0.1:3'],
+]);
+
 /** A node's Raft stream endpoint on a free loopback port. */
-async function endpoint(selfId: string, received: GroupMessage[], refused: Array<[string, string]>): Promise<string> {
+async function endpoint(
+  selfId: string,
+  received: GroupMessage[],
+  refused: Array<[string, string]>,
+  refusals: Array<[RaftRefusal, string | null, string]> = [],
+): Promise<string> {
   const server = new Server();
   server.addService(RaftTransportService, {
-    stream: raftStreamHandler(selfId, (m) => received.push(m), (to, from) => refused.push([to, from])),
+    stream: raftStreamHandler({
+      selfId,
+      authenticator: new PeerAuthenticator(selfId, PEERS, SECRET),
+      onMessage: (m) => received.push(m),
+      onWrongNode: (to, from) => refused.push([to, from]),
+      onRefused: (reason, peer, from) => refusals.push([reason, peer, from]),
+    }),
   });
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
@@ -47,7 +66,7 @@ describe('peer streams', () => {
   it('deliver messages addressed to the node', async () => {
     const received: GroupMessage[] = [];
     const address = await endpoint('n1', received, []);
-    const transport = new PeerTransport('n2', new Map([['n1', address]]), capturingLogger([]));
+    const transport = new PeerTransport('n2', new Map([['n1', address]]), SECRET, capturingLogger([]));
     closers.push(() => transport.close());
     transport.send('meta', [heartbeat('n1')]);
     await until(() => received.length > 0);
@@ -56,7 +75,7 @@ describe('peer streams', () => {
 
   it('keepAlive reopens a peer stream with nothing to send, so the peer reads as reachable', async () => {
     const address = await endpoint('n1', [], []);
-    const transport = new PeerTransport('n2', new Map([['n1', address]]), capturingLogger([]));
+    const transport = new PeerTransport('n2', new Map([['n1', address]]), SECRET, capturingLogger([]));
     closers.push(() => transport.close());
     expect(transport.isConnected('n1')).toBe(false);
     transport.keepAlive();
@@ -70,7 +89,7 @@ describe('peer streams', () => {
     const refused: Array<[string, string]> = [];
     const address = await endpoint('n1', received, refused);
     const lines: string[] = [];
-    const transport = new PeerTransport('n2', new Map([['n3', address]]), capturingLogger(lines));
+    const transport = new PeerTransport('n2', new Map([['n3', address]]), SECRET, capturingLogger(lines));
     closers.push(() => transport.close());
     for (let i = 0; i < 20 && refused.length === 0; i++) {
       transport.send('meta', [heartbeat('n3')]);
@@ -80,5 +99,67 @@ describe('peer streams', () => {
     expect(received).toEqual([]);
     await until(() => lines.some((line) => line.includes('peer address reached another node')));
     expect(lines.find((line) => line.includes('peer address reached another node'))).toMatch(/WRONG_NODE: this is node n1, not n3/);
+  });
+
+  it('a stream without the cluster secret is refused UNAUTHENTICATED and steps nothing', async () => {
+    const received: GroupMessage[] = [];
+    const refusals: Array<[RaftRefusal, string | null, string]> = [];
+    const address = await endpoint('n1', received, [], refusals);
+    const lines: string[] = [];
+    // n2 with the wrong secret: a node of another cluster, or a client guessing.
+    const transport = new PeerTransport('n2', new Map([['n1', address]]), 'not-the-cluster-secret', capturingLogger(lines));
+    closers.push(() => transport.close());
+    const forged: Message = { type: 'heartbeat', from: 'n2', to: 'n1', term: 1e12, commit: 0, readSeq: 0 };
+    for (let i = 0; i < 10 && refusals.length === 0; i++) {
+      transport.send('meta', [forged]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await until(() => lines.some((line) => line.includes('refused this node')));
+    expect(received).toEqual([]);
+    expect(refusals[0]).toEqual(['unauthenticated', null, 'n2']);
+    expect(transport.isConnected('n1')).toBe(false);
+    expect(lines.filter((line) => line.includes('refused this node')).length).toBe(1);
+  });
+
+  it('an authenticated peer cannot send messages in another node\'s name', async () => {
+    const received: GroupMessage[] = [];
+    const refusals: Array<[RaftRefusal, string | null, string]> = [];
+    const address = await endpoint('n1', received, [], refusals);
+    const transport = new PeerTransport('n2', new Map([['n1', address]]), SECRET, capturingLogger([]));
+    closers.push(() => transport.close());
+    const spoofed: Message = { type: 'heartbeat', from: 'n3', to: 'n1', term: 1e12, commit: 0, readSeq: 0 };
+    transport.send('meta', [spoofed, heartbeat('n1')]);
+    await until(() => received.length > 0);
+    expect(received).toEqual([{ groupId: 'meta', message: heartbeat('n1') }]);
+    expect(refusals).toEqual([['sender_mismatch', 'n2', 'n3']]);
+  });
+});
+
+describe('peer authentication', () => {
+  const metadata = (entries: Record<string, string | string[]>): Metadata => {
+    const m = new Metadata();
+    for (const [key, value] of Object.entries(entries)) for (const v of [value].flat()) m.add(key, v);
+    return m;
+  };
+  const auth = new PeerAuthenticator('n1', PEERS, SECRET);
+
+  it('accepts a configured peer with the secret, and nothing else', () => {
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': SECRET }))).toBe('n2');
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n3', 'quorumq-cluster-secret': SECRET }))).toBe('n3');
+    expect(auth.authenticate(metadata({}))).toBeNull();
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n2' }))).toBeNull();
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': `${SECRET}x` }))).toBeNull();
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': SECRET.slice(1) }))).toBeNull();
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': [SECRET, SECRET] }))).toBeNull();
+    // The secret is not enough: the caller must be one of the configured peers, not this node.
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n9', 'quorumq-cluster-secret': SECRET }))).toBeNull();
+    expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n1', 'quorumq-cluster-secret': SECRET }))).toBeNull();
+    expect(auth.authenticate(metadata({ 'quorumq-cluster-secret': SECRET }))).toBeNull();
+  });
+
+  it('a node without a secret (a single node) refuses every peer call', () => {
+    const single = new PeerAuthenticator('n1', new Map([['n1', '127.0.0.1:1']]), null);
+    expect(single.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': '' }))).toBeNull();
+    expect(single.authenticate(metadata({ 'quorumq-node-id': 'n1', 'quorumq-cluster-secret': SECRET }))).toBeNull();
   });
 });

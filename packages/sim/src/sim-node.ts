@@ -130,7 +130,15 @@ export class GroupReplica {
     this.guard(() => this.raft.tick());
   }
 
+  /** Messages dropped because their sender is no member of the group (as the broker drops them). */
+  refusedMessages = 0;
+
   receive(message: Message): void {
+    // As the broker's RaftGroup does: a sender no configuration names is not stepped.
+    if (!this.raft.acceptsMessageFrom(message.from)) {
+      this.refusedMessages += 1;
+      return;
+    }
     this.guard(() => this.raft.step(message));
   }
 

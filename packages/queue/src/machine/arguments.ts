@@ -111,6 +111,10 @@ function deliveryLimit(value: unknown): number {
  * first argument of the wrong type or range.
  */
 export function parseQueueArguments(input: QueueArgumentsInput = {}): QueueArguments {
+  // Arguments arrive from the metadata log: anything but a plain object is refused, typed.
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new QueueArgumentError('arguments', `queue arguments must be an object, got ${input === null ? 'null' : Array.isArray(input) ? 'an array' : typeof input}`);
+  }
   const known = new Set(Object.keys(DEFAULT_ARGUMENTS));
   for (const key of Object.keys(input)) {
     if (!known.has(key)) throw new QueueArgumentError(key, `unknown queue argument ${key}`);

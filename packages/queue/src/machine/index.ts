@@ -18,7 +18,7 @@ export { createQueueState } from './state.js';
 export type { QueueState, MessageHeader, ConsumerState, DeliveryHolder, GetHolderState, Place, GoneReason, MoveState } from './state.js';
 export { moveProgress, MOVE_WINDOW_MAX } from './move.js';
 export type { MoveProgress } from './move.js';
-export { validateDeaths } from './validate.js';
+export { commandTypeProblem, validateDeaths } from './validate.js';
 export { pendingDeadLetterEffects } from './deadletter.js';
 export { leaderEffects } from './tick.js';
 export { DELIVERIES_PER_APPLY_MAX } from './delivery.js';

@@ -191,11 +191,21 @@ function validateIds(field: string, ids: unknown): ErrorReply | null {
   return Array.isArray(ids) && ids.every(isCount) ? null : invalid(field, 'an array of message ids', ids);
 }
 
+/**
+ * Whether `command` is an object of a command type this machine knows: a log written by a
+ * newer version, or a forged entry, may hold anything else. Needs no state, so a proposer
+ * can run it on commands it did not build itself before proposing them.
+ */
+export function commandTypeProblem(command: unknown): ErrorReply | null {
+  const type: unknown = typeof command === 'object' && command !== null && !Array.isArray(command) ? (command as { type?: unknown }).type : undefined;
+  if (typeof type !== 'string' || !COMMAND_TYPES.has(type)) return invalid('command type', `one of ${[...COMMAND_TYPES].join(', ')}`, type);
+  return null;
+}
+
 /** Returns the reason a command cannot be applied to this state, or null. */
 export function validateCommand(state: QueueState, command: Command): ErrorReply | null {
-  // A log written by a newer version may hold commands this one does not know.
-  const type: unknown = typeof command === 'object' && command !== null ? command.type : undefined;
-  if (typeof type !== 'string' || !COMMAND_TYPES.has(type)) return invalid('command type', `one of ${[...COMMAND_TYPES].join(', ')}`, type);
+  const typeProblem = commandTypeProblem(command);
+  if (typeProblem !== null) return typeProblem;
   if (state.deleted) return errorReply('QUEUE_DELETED', `queue ${state.name} was deleted; declare it again`);
   switch (command.type) {
     case 'enqueue':

@@ -1,3 +1,4 @@
+import { describeValue } from './describe.js';
 import { TOPOLOGY_LIMITS } from './limits.js';
 
 /**
@@ -103,7 +104,7 @@ export function headerValueProblem(value: unknown, depth: number, budget: { valu
     case 'map':
       return v instanceof Map ? mapProblem(v, depth, budget) : 'map value is not a Map';
     default:
-      return `unknown header value type ${JSON.stringify(value.type)}`;
+      return `unknown header value type ${describeValue(value.type)}`;
   }
 }
 

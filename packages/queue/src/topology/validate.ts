@@ -1,3 +1,4 @@
+import { describeValue } from './describe.js';
 import { TopologyError } from './errors.js';
 import { cloneHeaderValue, headerValueProblem, type HeaderValue } from './header-value.js';
 import { TOPOLOGY_LIMITS, utf8ByteLength } from './limits.js';
@@ -36,7 +37,7 @@ function shapeProblem(fields: Record<string, unknown>): string | null {
     case 'unbind':
       return bindingProblem(fields);
     default:
-      return `unknown topology command type ${JSON.stringify(fields['type'])}`;
+      return `unknown topology command type ${describeValue(fields['type'])}`;
   }
 }
 
@@ -56,7 +57,7 @@ function nameProblem(what: string, value: unknown, bytesMax: number, allowEmpty:
 function exchangeTypeProblem(value: unknown): string | null {
   return typeof value === 'string' && (EXCHANGE_TYPES as readonly string[]).includes(value)
     ? null
-    : `exchange type must be one of ${EXCHANGE_TYPES.join(', ')}, got ${JSON.stringify(value)}`;
+    : `exchange type must be one of ${EXCHANGE_TYPES.join(', ')}, got ${describeValue(value)}`;
 }
 
 function optionalBooleanProblem(what: string, value: unknown): string | null {
@@ -88,7 +89,7 @@ function destinationProblem(value: unknown): string | null {
     case 'exchange':
       return nameProblem('destination exchange name', value.name, TOPOLOGY_LIMITS.exchangeNameBytesMax, true);
     default:
-      return `destination kind must be "queue" or "exchange", got ${JSON.stringify(value.kind)}`;
+      return `destination kind must be "queue" or "exchange", got ${describeValue(value.kind)}`;
   }
 }
 

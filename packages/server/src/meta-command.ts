@@ -1,0 +1,124 @@
+/**
+ * The shape check of metadata commands. A metadata entry is untrusted input: it may come
+ * from a log written by another version, or (before it was refused) from a forged peer
+ * call. `parseMetaCommand` accepts exactly the commands MetaMachine can apply and names the
+ * first problem of anything else; the machine applies such an entry as a no-op with an
+ * error reply, on every replica alike, so a log holding it can always be replayed.
+ * The checks need no state and no configuration: they are the same on every node.
+ */
+import type { QueueArgumentsInput, TopologyCommand } from '@quorumq/queue';
+import type { NodeId } from '@quorumq/raft';
+
+import { decodeJson } from './json-codec.js';
+import type { MetaCommand } from './meta-machine.js';
+
+/** A queue has at most this many replicas (more than any cluster this broker runs). */
+export const QUEUE_MEMBERS_MAX = 64;
+
+/** The node id syntax of the configuration (config.ts). */
+const NODE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export type ParsedMetaCommand = { readonly ok: true; readonly command: MetaCommand } | { readonly ok: false; readonly problem: string };
+
+type Fields = Record<string, unknown>;
+
+/** A plain JSON object (not an array, nor a tagged map or bytes value). */
+function isObject(value: unknown): value is Fields {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Map) && !(value instanceof Uint8Array);
+}
+
+const bad = (problem: string): ParsedMetaCommand => ({ ok: false, problem });
+
+/** Decodes and checks an entry's bytes. */
+export function decodeMetaCommand(data: Uint8Array): ParsedMetaCommand {
+  let value: unknown;
+  try {
+    value = decodeJson<unknown>(data);
+  } catch (error) {
+    return bad(`not a JSON metadata command (${error instanceof Error ? error.message : String(error)})`);
+  }
+  return parseMetaCommand(value);
+}
+
+/** Checks a decoded value; the command returned holds only the fields the machine reads. */
+export function parseMetaCommand(value: unknown): ParsedMetaCommand {
+  if (!isObject(value)) return bad(`a metadata command must be an object, got ${describe(value)}`);
+  switch (value['type']) {
+    case 'barrier':
+      return { ok: true, command: { type: 'barrier' } };
+    case 'topology':
+      if (!isObject(value['command'])) return bad(`topology: command must be an object, got ${describe(value['command'])}`);
+      // Its fields are checked by Topology.apply, which refuses anything it cannot apply.
+      return { ok: true, command: { type: 'topology', command: value['command'] as unknown as TopologyCommand } };
+    case 'declareQueue':
+      return parseDeclareQueue(value);
+    case 'deleteQueue':
+      return parseDeleteQueue(value);
+    default:
+      return bad(`unknown metadata command type ${describe(value['type'])}`);
+  }
+}
+
+function parseDeclareQueue(value: Fields): ParsedMetaCommand {
+  const { name, args, passive, members, createdAt } = value;
+  if (typeof name !== 'string') return bad(`declareQueue: name must be a string, got ${describe(name)}`);
+  if (args !== undefined && !isObject(args)) return bad(`declareQueue: args must be an object, got ${describe(args)}`);
+  if (typeof passive !== 'boolean') return bad(`declareQueue: passive must be a boolean, got ${describe(passive)}`);
+  const membersProblem = memberListProblem(members);
+  if (membersProblem !== null) return bad(`declareQueue: ${membersProblem}`);
+  if (createdAt !== undefined && !(typeof createdAt === 'number' && Number.isSafeInteger(createdAt) && createdAt >= 0)) {
+    return bad(`declareQueue: createdAt must be a timestamp in ms, got ${describe(createdAt)}`);
+  }
+  return {
+    ok: true,
+    command: {
+      type: 'declareQueue',
+      name,
+      args: (args ?? {}) as QueueArgumentsInput,
+      passive,
+      members: members as NodeId[],
+      ...(createdAt !== undefined ? { createdAt: createdAt as number } : {}),
+    },
+  };
+}
+
+function parseDeleteQueue(value: Fields): ParsedMetaCommand {
+  const { name, reason, createdIndex } = value;
+  if (typeof name !== 'string') return bad(`deleteQueue: name must be a string, got ${describe(name)}`);
+  if (typeof reason !== 'string') return bad(`deleteQueue: reason must be a string, got ${describe(reason)}`);
+  if (createdIndex !== undefined && !(typeof createdIndex === 'number' && Number.isSafeInteger(createdIndex) && createdIndex >= 1)) {
+    return bad(`deleteQueue: createdIndex must be a log index, got ${describe(createdIndex)}`);
+  }
+  return {
+    ok: true,
+    command: { type: 'deleteQueue', name, reason, ...(createdIndex !== undefined ? { createdIndex: createdIndex as number } : {}) },
+  };
+}
+
+/** Node ids of the configuration's syntax, no repeats, at most QUEUE_MEMBERS_MAX (empty is the machine's NO_MEMBERS). */
+function memberListProblem(members: unknown): string | null {
+  if (!Array.isArray(members)) return `members must be an array of node ids, got ${describe(members)}`;
+  if (members.length > QUEUE_MEMBERS_MAX) return `a queue has at most ${QUEUE_MEMBERS_MAX} replicas, got ${members.length}`;
+  const seen = new Set<string>();
+  for (const member of members) {
+    if (typeof member !== 'string' || !NODE_ID.test(member)) return `members must be node ids, got ${describe(member)}`;
+    if (seen.has(member)) return `members name ${member} twice`;
+    seen.add(member);
+  }
+  return null;
+}
+
+/** A short description of a bad value for an error message; never throws (values may hold bigints, cycles do not occur). */
+function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (typeof value === 'bigint') return `${value}n`;
+  if (value instanceof Uint8Array) return 'bytes';
+  if (value instanceof Map) return 'a map';
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Array.isArray(value) ? 'an array' : typeof value;
+  }
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
