@@ -57,6 +57,11 @@ export const DEFAULT_CHANNEL_OPTIONS: Readonly<grpc.ClientOptions> = {
   'grpc.initial_reconnect_backoff_ms': 200,
   'grpc.max_reconnect_backoff_ms': 5_000,
   'grpc.max_receive_message_length': -1,
+  // While calls are open, ping the node every second; a node that does not answer within
+  // 3 s (paused, hung, cut off without a reset) is given up, so its streams fail over
+  // instead of waiting for it for ever. A busy node still answers pings: HTTP/2 acks them.
+  'grpc.keepalive_time_ms': 1_000,
+  'grpc.keepalive_timeout_ms': 3_000,
 };
 
 /** gRPC metadata naming the client's session on every call. */

@@ -442,11 +442,21 @@ export class BrokerNode {
     if (queue.movesInFlight.has(effect.messageId)) return;
     const stored = queue.replica.message(effect.messageId);
     this.untilDone(queue, queue.movesInFlight, effect.messageId, 'moving a message', async () => {
-      let targets: readonly string[] = [];
-      try {
-        targets = route(this.meta.topology, effect.exchange, effect.routingKeys, headersFromWire(stored?.headers)).queues;
-      } catch (error) {
-        if (!(error instanceof TopologyError)) throw error;
+      const headers = headersFromWire(stored?.headers);
+      const routeHere = (): readonly string[] => {
+        try {
+          return route(this.meta.topology, effect.exchange, effect.routingKeys, headers).queues;
+        } catch (error) {
+          if (!(error instanceof TopologyError)) throw error;
+          return [];
+        }
+      };
+      let targets = routeHere();
+      if (targets.length === 0) {
+        // As for dead-letters: a bind made through another node just before may not be
+        // applied here yet. Catch up before calling the message unroutable.
+        await this.metaBarrier();
+        targets = routeHere();
       }
       const { message, command } = republication(stored, effect.exchange, effect.routingKeys, effect.deaths, true);
       const replies = await Promise.all(targets.map((target) => this.proposeQueue(target, command, message)));
@@ -602,6 +612,15 @@ export class BrokerNode {
     return batcher.add(command, message);
   }
 
+  /**
+   * How long a forwarded request that cannot be re-sent safely still waits for its old
+   * leader's answer after another node was elected: a few election timeouts, time for a
+   * deposed leader that still runs to learn whether the entry committed.
+   */
+  private leaderMovedGraceMs(): number {
+    return 4 * this.config.electionTicks * this.config.tickMs;
+  }
+
   /** Proposes an encoded queue entry on the queue's leader, wherever it is (see withLeader). */
   private async proposeQueueAnywhere(name: string, data: Uint8Array): Promise<QueueApplyResult> {
     if (!this.meta.queues.has(name)) await this.queueDefinition(name);
@@ -724,11 +743,13 @@ export class BrokerNode {
         if (leader !== null && leader !== this.nodeId) {
           const remaining = Math.max(100, deadline - Date.now());
           const forwarded = this.transport.propose(leader, groupId, forwardData, remaining);
-          const reply = local === null ? await forwarded : await untilLeaderMoves(forwarded, local, leader);
+          const reply = local === null ? await forwarded : await untilLeaderMoves(forwarded, local, leader, resendable, this.leaderMovedGraceMs());
           if (reply !== LEADER_MOVED) return decodeJson<R>(reply);
-          // The leader stopped answering and another node was elected (it may be paused or
-          // cut off). What it was sent may still commit, so only a request whose re-sending
-          // is deduplicated goes to the new leader now; any other fails at once.
+          // Another node was elected while the old leader held the request (it may be paused
+          // or cut off). What it was sent may still commit there, so a request whose
+          // re-sending is deduplicated goes to the new leader at once; any other waited a
+          // grace period for the old leader's own answer (a deposed leader that runs soon
+          // learns the entry's fate) and fails now, its outcome unknown.
           if (!resendable()) {
             throw new BrokerError(
               Status.UNAVAILABLE,
@@ -861,14 +882,31 @@ function republication(
 
 const LEADER_MOVED = Symbol('leader moved');
 
-/** The forwarded request's reply, or LEADER_MOVED once `group` knows a leader other than `leader`. */
-async function untilLeaderMoves(forwarded: Promise<Uint8Array>, group: Pick<RaftGroup<unknown>, 'whenLeaderOtherThan'>, leader: NodeId): Promise<Uint8Array | typeof LEADER_MOVED> {
+/**
+ * The forwarded request's reply, or LEADER_MOVED once `group` knows a leader other than
+ * `leader`: at once for a resendable request, `graceMs` later for any other (if the old
+ * leader has not answered by then).
+ */
+async function untilLeaderMoves(
+  forwarded: Promise<Uint8Array>,
+  group: Pick<RaftGroup<unknown>, 'whenLeaderOtherThan'>,
+  leader: NodeId,
+  resendable: () => boolean,
+  graceMs: number,
+): Promise<Uint8Array | typeof LEADER_MOVED> {
   const watch = group.whenLeaderOtherThan(leader);
+  let timer: NodeJS.Timeout | undefined;
   try {
-    const moved = watch.moved.then((yes): Promise<Uint8Array | typeof LEADER_MOVED> | typeof LEADER_MOVED => (yes ? LEADER_MOVED : forwarded));
+    const moved = watch.moved.then(async (yes): Promise<Uint8Array | typeof LEADER_MOVED> => {
+      if (!yes) return forwarded;
+      if (resendable()) return LEADER_MOVED;
+      await new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
+      return LEADER_MOVED;
+    });
     return await Promise.race<Uint8Array | typeof LEADER_MOVED>([forwarded, moved]);
   } finally {
     watch.cancel();
+    if (timer !== undefined) clearTimeout(timer);
     forwarded.catch(() => {}); // a late failure of the abandoned forward is not this request's
   }
 }

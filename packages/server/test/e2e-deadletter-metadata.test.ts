@@ -61,6 +61,27 @@ describe('dead-lettering right after the DLX binding was made', () => {
   });
 });
 
+describe('moving right after the destination binding was made', () => {
+  it('moves every message even when the source leader has not applied the bind yet (16 tries)', async () => {
+    const failed: string[] = [];
+    for (let i = 0; i < 16; i++) {
+      const source = `mv.src.${i}`;
+      const exchange = `mv.x.${i}`;
+      const target = `mv.dst.${i}`;
+      await client.declareExchange(exchange, 'fanout');
+      await client.declareQueue(target);
+      await client.declareQueue(source);
+      await client.publish('', source, `m${i}`);
+      const leader = await cluster.leaderOf(source, client);
+      const other = cluster.nodes.find((n) => n.id !== leader)!;
+      await cluster.client({ nodes: [other.address] }).bind({ source: exchange, queue: target });
+      const final = await client.move({ sourceQueue: source, destinationExchange: exchange });
+      if (final.moved !== 1 || final.total !== 1) failed.push(`${source}: moved ${final.moved} of ${final.total}`);
+    }
+    expect(failed).toEqual([]);
+  });
+});
+
 describe('reject-publish-dlx', () => {
   it('dead-letters the refused message with its body, properties and headers', async () => {
     await client.declareExchange('rpdlx.dlx', 'fanout');

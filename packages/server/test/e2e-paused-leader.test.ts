@@ -56,23 +56,31 @@ describe('publishing through a follower while the queue leader is paused', () =>
   });
 
   it('an SDK publishing straight to the paused leader fails over and confirms, each stored once', async () => {
-    const client = cluster.client();
-    await client.declareQueue('paused.direct');
-    const leader = await cluster.leaderOf('paused.direct', client);
+    const admin = cluster.client();
+    await admin.declareQueue('paused.direct');
+    const leader = await cluster.leaderOf('paused.direct', admin);
+    // The leader first: the publisher's stream goes to it (the paused node), not through another.
+    const leaderAddress = cluster.nodes.find((n) => n.id === leader)!.address;
+    const client = cluster.client({ nodes: [leaderAddress, ...cluster.addresses.filter((a) => a !== leaderAddress)] });
     const publisher = client.createPublisher({ producerId: 'paused-direct-test', maxInFlight: 16 });
     await publisher.publish('paused.direct', 'before');
     cluster.local.pause(leader);
     let resumed = false;
+    // However this goes, the leader runs again after 12 s (so a stall fails the assertion below).
+    const backstop = setTimeout(() => {
+      if (!resumed) cluster.local.resume(leader);
+      resumed = true;
+    }, 12_000);
     try {
       const started = Date.now();
       const results = await Promise.all(Array.from({ length: 20 }, (_, i) => publisher.publish('paused.direct', `during-${i}`)));
       const elapsed = Date.now() - started;
       expect(results.map((r) => r.outcome)).toEqual(Array.from({ length: 20 }, () => 'confirmed'));
       expect(elapsed).toBeLessThan(REQUEST_TIMEOUT_MS / 2);
-      cluster.local.resume(leader);
-      resumed = true;
     } finally {
+      clearTimeout(backstop);
       if (!resumed) cluster.local.resume(leader);
+      resumed = true;
     }
     await publisher.close();
     const seen: string[] = [];
