@@ -105,6 +105,7 @@ export class BrokerNode {
       send: (groupId, messages) => transport.send(groupId, messages),
       onSoftState: (state) => this.onMetaSoftState(state),
       onFatal: (error) => this.fatal(error),
+      knownMember: (from) => config.peers.has(from),
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
     });
@@ -285,6 +286,11 @@ export class BrokerNode {
         if (local !== null) this.afterQueueApplied(local);
       },
       onFatal: (error) => this.fatal(error),
+      // The metadata names the queue's members (a later membership change goes through it).
+      knownMember: (from) => {
+        const current = this.meta.queues.get(definition.name);
+        return current !== undefined && current.createdIndex === definition.createdIndex && current.members.includes(from);
+      },
       electionTicks: this.config.electionTicks,
       heartbeatTicks: this.config.heartbeatTicks,
     });

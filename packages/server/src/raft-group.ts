@@ -34,6 +34,12 @@ export interface RaftGroupOptions<R> {
   readonly initialVoters: readonly NodeId[];
   readonly send: (groupId: string, messages: readonly Message[]) => void;
   readonly onSoftState?: (state: SoftState) => void;
+  /**
+   * Whether the node's directory outside this group's log (the metadata) names `from` as a
+   * member: a replica that lags behind a membership change must still hear the members it
+   * does not know of yet (a new leader among them).
+   */
+  readonly knownMember?: (from: NodeId) => boolean;
   /** Called after each batch of committed entries was applied. */
   readonly onApplied?: () => void;
   /** The Ready loop failed (storage error, invariant): the node must stop. */
@@ -147,11 +153,14 @@ export class RaftGroup<R> {
 
   /**
    * Steps a peer's message. Returns false, stepping nothing, when its sender is no member
-   * of the group as far as this replica knows (see RaftNode.acceptsMessageFrom): a peer of
-   * the node that does not replicate this group cannot move its term or its log.
+   * of the group as far as this replica knows: neither a configuration its log holds (see
+   * RaftNode.acceptsMessageFrom) nor the node's directory (`knownMember`, the metadata) names
+   * it. A peer of the node that does not replicate this group cannot move its term or its log.
    */
   receive(message: Message): boolean {
-    if (!this.raft.acceptsMessageFrom(message.from)) return false;
+    const from = message.from;
+    if (from === this.options.nodeId) return false;
+    if (!this.raft.acceptsMessageFrom(from) && !(this.options.knownMember?.(from) ?? false)) return false;
     this.guard(() => this.raft.step(message));
     return true;
   }

@@ -26,7 +26,7 @@ class Echo implements GroupMachine<string> {
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** n1 of a three-voter group whose peers vote for it and then never answer an append. */
-async function leaderWithoutQuorum(): Promise<RaftGroup<string>> {
+async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Promise<RaftGroup<string>> {
   const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
   dirs.push(dir);
   const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
@@ -51,6 +51,7 @@ async function leaderWithoutQuorum(): Promise<RaftGroup<string>> {
     },
     electionTicks: 10,
     heartbeatTicks: 1,
+    ...(knownMember === undefined ? {} : { knownMember }),
   });
   for (let i = 0; i < 200 && !group.isLeader; i++) {
     group.tick();
@@ -103,6 +104,21 @@ describe('messages from outside the group', () => {
     expect(group.isLeader).toBe(true);
     // A member's message of a higher term is stepped as ever.
     expect(group.receive({ ...forged, from: 'n2', term: term + 1 })).toBe(true);
+    expect(group.raft.currentTerm).toBe(term + 1);
+  });
+
+  it('a member the directory names (the metadata) is heard though no configuration of the log names it yet', async () => {
+    // A replica lagging behind a membership change: n4 was added and leads in a later term.
+    const group = await leaderWithoutQuorum((from) => from === 'n4');
+    const term = group.raft.currentTerm;
+    const fromNewLeader: Message = { type: 'heartbeat', from: 'n4', to: 'n1', term: term + 1, commit: 0, readSeq: 0 };
+    expect(group.receive(fromNewLeader)).toBe(true);
+    expect(group.raft.currentTerm).toBe(term + 1);
+    for (let i = 0; i < 50 && group.leaderId !== 'n4'; i++) await turn();
+    expect(group.leaderId).toBe('n4');
+    // Still nobody else, and never a message in this node's own name.
+    expect(group.receive({ ...fromNewLeader, from: 'n5', term: term + 5 })).toBe(false);
+    expect(group.receive({ ...fromNewLeader, from: 'n1', term: term + 5 })).toBe(false);
     expect(group.raft.currentTerm).toBe(term + 1);
   });
 });

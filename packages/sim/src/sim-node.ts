@@ -24,6 +24,11 @@ export interface SimNodeContext {
   readonly ackBeforeFsync: boolean;
   /** The voters a group starts with; other nodes host an empty replica until they are added. */
   readonly initialVoters: readonly NodeId[];
+  /**
+   * The directory of a group's members kept outside its log (the broker's metadata group):
+   * a replica that lags behind a membership change still accepts a member it names.
+   */
+  readonly knownMember: (groupId: string, nodeId: NodeId) => boolean;
   readonly snapshotInterval: number;
   readonly appendEntriesMax: number;
   readonly inflightAppendsMax: number;
@@ -134,8 +139,10 @@ export class GroupReplica {
   refusedMessages = 0;
 
   receive(message: Message): void {
-    // As the broker's RaftGroup does: a sender no configuration names is not stepped.
-    if (!this.raft.acceptsMessageFrom(message.from)) {
+    // As the broker's RaftGroup does: a sender that neither a configuration of the log nor
+    // the directory names is not stepped.
+    const from = message.from;
+    if (from === this.node.id || (!this.raft.acceptsMessageFrom(from) && !this.context.knownMember(this.groupId, from))) {
       this.refusedMessages += 1;
       return;
     }

@@ -201,6 +201,7 @@ export class Simulation {
       raftBugs: new Set([...this.bugs].filter((bug): bug is PlantedBug => bug !== 'ackBeforeFsync')),
       ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
       initialVoters: this.initialVoters,
+      knownMember: (groupId: string, nodeId: NodeId) => this.directory(groupId).has(nodeId),
       snapshotInterval: 40,
       appendEntriesMax: this.profile.appendEntriesMax,
       inflightAppendsMax: this.profile.inflightAppendsMax,
@@ -357,8 +358,24 @@ export class Simulation {
         : { type: 'remove', nodeId: config.voters[this.random.nextInt(config.voters.length)]! };
     if (change.type === 'remove' && config.voters.length <= 3) return;
     if (!replica.changeMembership(change)) return;
+    // The directory follows the change when it is proposed, as the broker's metadata names a
+    // queue's members before the queue's own log has them.
+    if (change.type === 'addLearner') this.directory(workload.groupId).add(change.nodeId);
+    if (change.type === 'remove') this.directory(workload.groupId).delete(change.nodeId);
     this.faults.membershipChanges++;
     this.traceLine(`membership ${workload.groupId} ${change.type} ${change.nodeId}`);
+  }
+
+  /** Members of each group as the directory outside its log knows them (see SimNodeContext.knownMember). */
+  private readonly directories = new Map<string, Set<NodeId>>();
+
+  private directory(groupId: string): Set<NodeId> {
+    let members = this.directories.get(groupId);
+    if (members === undefined) {
+      members = new Set(this.initialVoters);
+      this.directories.set(groupId, members);
+    }
+    return members;
   }
 
   private heal(): void {
