@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QuorumqClient } from '@quorumq/client';
 
-import { TestCluster } from './cluster.js';
+import { TestCluster, waitFor } from './cluster.js';
 
 let cluster: TestCluster;
 let client: QuorumqClient;
@@ -20,14 +20,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await cluster?.close();
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('dead-lettering right after the DLX binding was made', () => {
   it('never drops a rejected message for a bind the source leader has not applied yet (16 tries)', async () => {

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Delivery, QuorumqClient } from '@quorumq/client';
 
-import { TestCluster } from './cluster.js';
+import { TestCluster, waitFor } from './cluster.js';
 
 let cluster: TestCluster;
 let client: QuorumqClient;
@@ -32,14 +32,6 @@ async function take(queue: string, count: number, timeoutMs = 20_000): Promise<D
   clearTimeout(timer);
   await consumer.close();
   return taken;
-}
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe('spec 4 and 5: delivery limit and dead-lettering across queues (different Raft groups)', () => {

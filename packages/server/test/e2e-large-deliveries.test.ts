@@ -8,7 +8,7 @@ import { quorumq } from '@quorumq/proto';
 import type { QuorumqClient } from '@quorumq/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { TestCluster } from './cluster.js';
+import { TestCluster, waitFor } from './cluster.js';
 
 import pb = quorumq.v1;
 
@@ -23,14 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await cluster?.close();
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** Publishes `count` messages of about `bytes` each (a publisher with a producer id re-sends safely after a failover). */
 async function fill(queue: string, count: number, bytes: number): Promise<void> {
