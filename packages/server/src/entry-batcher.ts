@@ -32,6 +32,8 @@ interface Item extends EntryCommand {
 }
 
 export interface EntryBatcherOptions {
+  /** The leader clock stamped into each entry (the node's env.now). */
+  readonly now: () => number;
   /** Proposes an encoded entry (the batch, or a plain entry for one command). */
   readonly propose: (data: Uint8Array) => Promise<QueueApplyResult>;
   /** Whether a failed proposal is known not to have committed (safe to propose again). */
@@ -75,7 +77,7 @@ export class EntryBatcher {
     this.bytes = 0;
     let data: Uint8Array;
     try {
-      data = items.length === 1 ? encodeQueueEntry(items[0]!.command, items[0]!.message, Date.now()) : encodeQueueBatch(items, Date.now());
+      data = items.length === 1 ? encodeQueueEntry(items[0]!.command, items[0]!.message, this.options.now()) : encodeQueueBatch(items, this.options.now());
     } catch {
       // One command that cannot be encoded fails alone.
       for (const item of items) this.proposeAlone(item);
@@ -105,7 +107,7 @@ export class EntryBatcher {
   private proposeAlone(item: Item): void {
     let data: Uint8Array;
     try {
-      data = encodeQueueEntry(item.command, item.message, Date.now());
+      data = encodeQueueEntry(item.command, item.message, this.options.now());
     } catch (error) {
       item.reject(error);
       return;

@@ -118,7 +118,12 @@ export class NodeMetrics {
   });
 
   /** @param queueLimit most queues with their own quorumq_queue_messages series */
-  constructor(private readonly queueLimit: number = DEFAULTS.metricsQueueLimit) {
+  constructor(
+    private readonly queueLimit: number = DEFAULTS.metricsQueueLimit,
+    /** Whether to collect the process's metrics (CPU, memory, event loop); not for simulated nodes. */
+    processMetrics = true,
+  ) {
+    if (!processMetrics) return;
     // The standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes, ...) that
     // dashboards and alerts for Node.js processes expect: no prefix.
     collectDefaultMetrics({

@@ -1,15 +1,18 @@
 /**
  * The driver of one Raft group on this node: it feeds the pure core with ticks and peer
  * messages, runs its Ready loop (send appends, persist to the node's shared WAL, send the
- * rest, apply, advance), snapshots every `snapshotInterval` applied entries, and resolves
- * local proposals once their entry is applied.
+ * rest, apply, advance), snapshots when the machine says so, resolves local proposals once
+ * their entry is applied, and serves linearizable reads (ReadIndex).
+ *
+ * It is the one Ready loop of the project: the broker's node and the simulator
+ * (packages/sim) both drive their groups with it, on the clock and timers of a NodeEnv.
  */
 import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
-import type { ConfChange, Entry, Message, NodeId, RaftStatus, Ready, SoftState } from '@quorumq/raft';
+import type { ConfChange, Entry, Message, NodeId, PlantedBug, RaftOptions, RaftStatus, Ready, SoftState } from '@quorumq/raft';
 import type { NodeStorage } from '@quorumq/storage';
-import { randomInt } from 'node:crypto';
 
 import { BrokerError, Status } from './errors.js';
+import type { NodeEnv } from './node-env.js';
 
 /** The replicated state machine a group drives. */
 export interface GroupMachine<R> {
@@ -25,8 +28,38 @@ export interface GroupMachine<R> {
   snapshotDue?(snapshotInterval: number): boolean;
 }
 
+/** Core settings a group may override (the simulator uses small ones to reach edge cases). */
+export type RaftTuning = Pick<
+  RaftOptions,
+  'appendEntriesMax' | 'appendBytesMax' | 'inflightAppendsMax' | 'snapshotChunkBytes' | 'retainedEntriesAfterSnapshot'
+>;
+
+const TUNING: Required<RaftTuning> = {
+  appendEntriesMax: 4096,
+  appendBytesMax: 4 * 1024 * 1024,
+  inflightAppendsMax: 64,
+  snapshotChunkBytes: 1024 * 1024,
+  retainedEntriesAfterSnapshot: 256,
+};
+
+/** What a checker (the simulator's) sees of a group's log; a real node has none. */
+export interface GroupObserver {
+  /** Entries about to be persisted; `termBefore` gives the term of the entry before them. */
+  appending(entries: readonly Entry[], termBefore: (index: number) => number | undefined): void;
+  /** A committed entry, as the machine is about to apply it. */
+  applying(entry: Entry): void;
+}
+
+/** Bugs the simulator plants to prove its checkers catch them. Never set in a real node. */
+export interface GroupTestOnlyBugs {
+  readonly raft?: ReadonlySet<PlantedBug>;
+  /** Send a Ready's acknowledgements and votes before its data is durable. */
+  readonly ackBeforeFsync?: boolean;
+}
+
 export interface RaftGroupOptions<R> {
   readonly groupId: string;
+  readonly env: NodeEnv;
   readonly nodeId: NodeId;
   readonly storage: NodeStorage;
   readonly machine: GroupMachine<R>;
@@ -46,32 +79,18 @@ export interface RaftGroupOptions<R> {
   readonly onFatal: (error: unknown) => void;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
+  readonly tuning?: RaftTuning;
+  readonly observer?: GroupObserver;
+  readonly testOnlyBugs?: GroupTestOnlyBugs;
 }
 
 interface Pending<R> {
   readonly term: number;
-  /** Date.now() after which the proposer stops waiting (the outcome is then unknown). */
+  /** The time (env.now()) after which the proposer stops waiting (the outcome is then unknown). */
   readonly deadline: number;
   readonly what: string;
   readonly resolve: (reply: R) => void;
   readonly reject: (error: Error) => void;
-}
-
-/**
- * Ready loops to start at the end of this turn: one immediate starts all of them, so the
- * messages they send before their first await leave in one batch per peer.
- */
-let endOfTurn: Array<() => void> = [];
-
-function atEndOfTurn(start: () => void): void {
-  if (endOfTurn.length === 0) setImmediate(runEndOfTurn);
-  endOfTurn.push(start);
-}
-
-function runEndOfTurn(): void {
-  const starts = endOfTurn;
-  endOfTurn = [];
-  for (const start of starts) start();
 }
 
 export class RaftGroup<R> {
@@ -84,7 +103,11 @@ export class RaftGroup<R> {
   private readonly leaderWatchers = new Set<() => boolean>();
   /** The index the machine has applied. */
   private machineIndex = 0;
-  private waitersForLeader: Array<() => void> = [];
+  /** Reads confirmed by a quorum, waiting for the machine to apply their index. */
+  private readsWaiting: Array<{ readonly index: number; readonly resolve: () => void; readonly reject: (error: Error) => void }> = [];
+  /** Reads asked of the core, by request id, until it confirms or forgets them. */
+  private readonly readsAsked = new Map<string, { readonly deadline: number; resolve: () => void; reject: (error: Error) => void }>();
+  private nextRead = 0;
   /** The earliest deadline among pending proposals (Infinity when none has one). */
   private nextDeadline = Infinity;
 
@@ -93,16 +116,14 @@ export class RaftGroup<R> {
     this.raft = new RaftNode(
       {
         id: options.nodeId,
-        random: createRandom(randomInt(0x7fffffff)),
+        random: createRandom(options.env.seed()),
         // The bootstrap configuration: the base config before any snapshot or config entry.
         initialConfig: { voters: [...options.initialVoters], learners: [] },
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
-        appendEntriesMax: 4096,
-        appendBytesMax: 4 * 1024 * 1024,
-        inflightAppendsMax: 64,
-        snapshotChunkBytes: 1024 * 1024,
-        retainedEntriesAfterSnapshot: 256,
+        ...TUNING,
+        ...options.tuning,
+        ...(options.testOnlyBugs?.raft !== undefined ? { testOnlyBugs: options.testOnlyBugs.raft } : {}),
       },
       restored,
     );
@@ -133,7 +154,7 @@ export class RaftGroup<R> {
   }
 
   /** Drives the core's clock; also fails proposals whose deadline passed (see `propose`). */
-  tick(now = Date.now()): void {
+  tick(now = this.options.env.now()): void {
     if (now >= this.nextDeadline) this.expirePending(now);
     this.guard(() => this.raft.tick());
   }
@@ -147,6 +168,14 @@ export class RaftGroup<R> {
       }
       this.pending.delete(index);
       p.reject(new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${p.what} did not commit within the request timeout (no quorum?); the outcome is unknown`));
+    }
+    for (const [requestId, read] of this.readsAsked) {
+      if (read.deadline > now) {
+        next = Math.min(next, read.deadline);
+        continue;
+      }
+      this.readsAsked.delete(requestId);
+      read.reject(new BrokerError(Status.UNAVAILABLE, 'NO_QUORUM', `no quorum confirmed a read of ${this.groupId} within the request timeout`));
     }
     this.nextDeadline = next;
   }
@@ -199,20 +228,23 @@ export class RaftGroup<R> {
     return result.ok;
   }
 
-  /** Resolves when some node is known to lead the group, or after `timeoutMs`. */
-  waitForLeader(timeoutMs: number): Promise<NodeId | null> {
-    if (this.softState.leaderId !== null) return Promise.resolve(this.softState.leaderId);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.waitersForLeader = this.waitersForLeader.filter((w) => w !== done);
-        resolve(this.softState.leaderId);
-      }, timeoutMs);
-      const done = (): void => {
-        clearTimeout(timer);
-        resolve(this.softState.leaderId);
-      };
-      this.waitersForLeader.push(done);
-    });
+  /**
+   * A linearizable read (ReadIndex): resolves once this replica's machine has applied
+   * everything committed before the call, as confirmed by a quorum; it then reads the
+   * machine directly. Rejects with UNAVAILABLE when this replica does not lead the group or
+   * loses leadership before the quorum confirmed it, and when no quorum confirmed it by
+   * `deadline` (checked on each tick). No log entry is written.
+   */
+  readIndex(deadline = Infinity): Promise<void> {
+    if (this.stopped) return Promise.reject(new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', `group ${this.groupId} is stopping`));
+    const requestId = `r${++this.nextRead}`;
+    const result = this.raft.readIndex(requestId);
+    if (!result.ok) {
+      return Promise.reject(new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node cannot serve a read of ${this.groupId} (${result.reason})`));
+    }
+    this.kick();
+    if (deadline < this.nextDeadline) this.nextDeadline = deadline;
+    return new Promise<void>((resolve, reject) => this.readsAsked.set(requestId, { deadline, resolve, reject }));
   }
 
   /**
@@ -250,6 +282,18 @@ export class RaftGroup<R> {
     const pending = [...this.pending.values()];
     this.pending.clear();
     for (const p of pending) p.reject(error);
+    this.failReads(error, true);
+  }
+
+  /** Fails the reads not confirmed yet, and with `confirmedToo` those waiting for the apply. */
+  private failReads(error: Error, confirmedToo: boolean): void {
+    const failed: Array<{ reject: (error: Error) => void }> = [...this.readsAsked.values()];
+    this.readsAsked.clear();
+    if (confirmedToo) {
+      failed.push(...this.readsWaiting);
+      this.readsWaiting = [];
+    }
+    for (const read of failed) read.reject(error);
   }
 
   private guard(action: () => void): void {
@@ -274,7 +318,7 @@ export class RaftGroup<R> {
     if (!this.raft.hasReady()) return;
     this.loopRunning = true;
     // Run at the end of this turn, so that everything proposed in it leaves in one Ready.
-    atEndOfTurn(this.startLoop);
+    this.options.env.endOfTurn(this.startLoop);
   }
 
   private readonly startLoop = (): void => {
@@ -294,7 +338,9 @@ export class RaftGroup<R> {
     while (!this.stopped && this.raft.hasReady()) {
       const ready = this.raft.ready();
       if (ready.softState !== null) this.onSoftState(ready.softState);
-      const early = ready.messages.filter(sendableBeforePersist);
+      this.options.observer?.appending(ready.entries, (index) => this.raft.termAt(index) ?? ready.snapshot?.meta.term);
+      const ackBeforeFsync = this.options.testOnlyBugs?.ackBeforeFsync === true;
+      const early = ackBeforeFsync ? ready.messages : ready.messages.filter(sendableBeforePersist);
       if (early.length > 0) this.options.send(this.groupId, early);
       if (ready.mustSync) {
         await this.options.storage.persist(this.groupId, {
@@ -311,7 +357,7 @@ export class RaftGroup<R> {
           .catch((error: unknown) => this.fatal(error));
       }
       if (this.stopped) return;
-      const late = ready.messages.filter((message) => !sendableBeforePersist(message));
+      const late = ackBeforeFsync ? [] : ready.messages.filter((message) => !sendableBeforePersist(message));
       if (late.length > 0) {
         this.options.send(this.groupId, late);
         // Let the transport's flush (a microtask) run before applying: a follower's
@@ -321,6 +367,7 @@ export class RaftGroup<R> {
         if (this.stopped) return;
       }
       this.apply(ready);
+      this.serveReads(ready);
       this.raft.advance();
       await this.maybeSnapshot();
     }
@@ -329,14 +376,10 @@ export class RaftGroup<R> {
   private onSoftState(state: SoftState): void {
     const wasLeader = this.softState.role === 'leader';
     this.softState = state;
+    // Entries this leader proposed may still commit under the next leader; they are resolved
+    // (or failed as overwritten) when applied. Reads it had not confirmed are lost with it.
     if (wasLeader && state.role !== 'leader') {
-      // Entries this leader proposed may still commit under the next leader; they are
-      // resolved (or failed as overwritten) when applied. Nothing to do here.
-    }
-    if (state.leaderId !== null && this.waitersForLeader.length > 0) {
-      const waiters = this.waitersForLeader;
-      this.waitersForLeader = [];
-      for (const w of waiters) w();
+      this.failReads(new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node stopped leading ${this.groupId} before the read was confirmed`), false);
     }
     for (const watcher of this.leaderWatchers) if (watcher()) this.leaderWatchers.delete(watcher);
     this.options.onSoftState?.(state);
@@ -358,6 +401,7 @@ export class RaftGroup<R> {
     const leader = this.softState.role === 'leader';
     for (const entry of ready.committedEntries) {
       this.machineIndex = entry.index;
+      this.options.observer?.applying(entry);
       const reply = entry.type === 'normal' ? this.options.machine.apply(entry, leader) : undefined;
       const pending = this.pending.get(entry.index);
       if (pending === undefined) continue;
@@ -366,6 +410,21 @@ export class RaftGroup<R> {
       else pending.reject(new BrokerError(Status.UNAVAILABLE, 'NOT_COMMITTED', `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
     }
     this.options.onApplied?.();
+  }
+
+  /** Resolves the reads whose index the machine has now applied. */
+  private serveReads(ready: Ready): void {
+    for (const state of ready.readStates) {
+      const asked = this.readsAsked.get(state.requestId);
+      if (asked === undefined) continue;
+      this.readsAsked.delete(state.requestId);
+      this.readsWaiting.push({ index: state.index, resolve: asked.resolve, reject: asked.reject });
+    }
+    if (this.readsWaiting.length === 0) return;
+    const servable = this.readsWaiting.filter((read) => read.index <= this.machineIndex);
+    if (servable.length === 0) return;
+    this.readsWaiting = this.readsWaiting.filter((read) => read.index > this.machineIndex);
+    for (const read of servable) read.resolve();
   }
 
   private async maybeSnapshot(): Promise<void> {

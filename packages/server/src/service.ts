@@ -33,7 +33,8 @@ import {
 } from './errors.js';
 import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
-import { sleep, type BrokerNode, type LocalQueue } from './node.js';
+import type { BrokerNode, LocalQueue } from './node.js';
+import { sleep as sleepOn } from './node-env.js';
 import { PUBLISH_WINDOW, PUBLISHES_PER_TURN, PublishWindow } from './publish-window.js';
 import { deliveryOf } from './queue-replica.js';
 import { rawMessageOf } from './wire.js';
@@ -226,7 +227,7 @@ export class BrokerApi {
       args: input,
       passive: request.passive,
       members: this.placeMembers(name, size),
-      createdAt: Date.now(),
+      createdAt: this.node.env.now(),
     });
     if (!reply.ok) throw metaError(reply);
     const definition = reply.queue;
@@ -266,12 +267,12 @@ export class BrokerApi {
   }
 
   private async waitForQueueLeader(name: string, timeoutMs: number): Promise<void> {
-    const until = Date.now() + timeoutMs;
-    while (Date.now() < until) {
+    const until = this.node.env.now() + timeoutMs;
+    while (this.node.env.now() < until) {
       const local = this.node.queues.get(name);
       if (local !== undefined && local.group.leaderId !== null) return;
       if (local === undefined && this.node.meta.queues.has(name) && !this.node.meta.queues.get(name)?.members.includes(this.node.nodeId)) return;
-      await sleep(10);
+      await sleepOn(this.node.env, 10);
     }
   }
 
@@ -540,16 +541,17 @@ export class BrokerApi {
       closed = true;
       this.node.detachConsumer(id);
     };
+    const outbox = new DeliveryOutbox(call);
     this.node.attachConsumer({
       id,
       queue: name,
       tag,
-      stream: call,
+      deliver: (delivery) => outbox.push(delivery),
+      event: (event) => call.write({ event }),
       end: (error) => {
         closed = true;
         fail(call, error);
       },
-      outbox: new DeliveryOutbox(call),
     });
     const prefetch = this.prefetchOf(subscribe.prefetch ?? 0);
     const reply = await this.node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0, ...withSession(sessionOf(call)) });
@@ -639,7 +641,7 @@ export class BrokerApi {
 
   /** The node leading a queue, waiting (bounded) while an election runs. */
   private async queueLeader(name: string): Promise<string> {
-    const until = Date.now() + this.node.config.requestTimeoutMs;
+    const until = this.node.env.now() + this.node.config.requestTimeoutMs;
     for (;;) {
       const definition = await this.node.queueDefinition(name);
       const local = this.node.queues.get(name);
@@ -649,8 +651,8 @@ export class BrokerApi {
         const member = definition.members[Math.floor(Math.random() * definition.members.length)];
         if (member !== undefined) return member;
       }
-      if (Date.now() > until) throw unavailable('NO_LEADER', `queue ${JSON.stringify(name)} has no leader (no quorum?)`);
-      await sleep(20);
+      if (this.node.env.now() > until) throw unavailable('NO_LEADER', `queue ${JSON.stringify(name)} has no leader (no quorum?)`);
+      await sleepOn(this.node.env, 20);
     }
   }
 
@@ -677,7 +679,7 @@ export class BrokerApi {
           if (sessionId !== undefined) metadata.set(SESSION_METADATA, sessionId);
           return metadata;
         })(),
-        { deadline: Date.now() + this.node.config.requestTimeoutMs },
+        { deadline: this.node.env.now() + this.node.config.requestTimeoutMs },
         (error: ServiceError | null, response?: Res) => (error !== null || response === undefined ? reject(error) : resolve(response)),
       );
     });
@@ -770,7 +772,7 @@ export class BrokerApi {
     const nodes = [...this.node.config.peers].map(([id, address]) => ({
       id,
       address,
-      reachable: id === this.node.nodeId || this.node.transport.isConnected(id),
+      reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
     }));
     const queues = [...this.node.meta.queues.keys()].sort().map((name) => this.localQueueStatus(name));
@@ -813,7 +815,7 @@ export class BrokerApi {
         last = key;
       }
       if (progress.done) return;
-      await sleep(50);
+      await sleepOn(this.node.env, 50);
     }
   }
 

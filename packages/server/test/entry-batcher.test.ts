@@ -29,7 +29,7 @@ const notLeader = new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', 'this node d
 const unknown = new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', 'did not commit in time');
 
 function batcher(propose: (data: Uint8Array) => Promise<QueueApplyResult>, fallback: (data: Uint8Array) => Promise<QueueApplyResult> = applied) {
-  return new EntryBatcher({ propose, retriable: (e) => e instanceof BrokerError && e.reason === 'NOT_LEADER', fallback });
+  return new EntryBatcher({ now: () => Date.now(), propose, retriable: (e) => e instanceof BrokerError && e.reason === 'NOT_LEADER', fallback });
 }
 
 describe('the entry batcher', () => {

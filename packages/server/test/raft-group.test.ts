@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { BrokerError } from '../src/errors.js';
+import { systemEnv } from '../src/node-env.js';
 import { RaftGroup, type GroupMachine } from '../src/raft-group.js';
 
 const dirs: string[] = [];
@@ -41,6 +42,7 @@ async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Pro
   };
   group = new RaftGroup<string>({
     groupId: 'g',
+    env: systemEnv,
     nodeId: 'n1',
     storage,
     machine: new Echo(),

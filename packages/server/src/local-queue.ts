@@ -1,0 +1,20 @@
+/** A queue this node replicates: its definition, its replica (machine + stored bodies), its Raft group. */
+import type { QueueApplyResult, QueueReplica } from './queue-replica.js';
+import type { QueueDefinition } from './meta-machine.js';
+import type { RaftGroup } from './raft-group.js';
+import type { EntryBatcher } from './entry-batcher.js';
+
+export interface LocalQueue {
+  readonly definition: QueueDefinition;
+  readonly replica: QueueReplica;
+  readonly group: RaftGroup<QueueApplyResult>;
+  /** Batches what this node proposes to the queue while it leads it. */
+  readonly batcher: EntryBatcher;
+}
+
+export const META_GROUP = 'meta';
+
+/** A queue's Raft group: its name and the metadata index that created it (a re-created queue is a new group). */
+export function queueGroupId(definition: Pick<QueueDefinition, 'createdIndex' | 'name'>): string {
+  return `q/${definition.createdIndex}/${definition.name}`;
+}

@@ -1,0 +1,175 @@
+/**
+ * The queue replicas of this node follow the metadata: each queue whose members name this
+ * node gets a replica (its machine, its Raft group, its batcher) when its declare applies,
+ * and loses it when the queue is deleted or re-created.
+ */
+import type { NodeId } from '@quorumq/raft';
+import type { NodeStorage } from '@quorumq/storage';
+import type { Logger } from 'pino';
+
+import type { ConsumerRegistry } from './consumers.js';
+import type { EffectRunner } from './effect-runner.js';
+import { BrokerError, Status } from './errors.js';
+import type { LeaderDuties } from './leader-duties.js';
+import { META_GROUP, queueGroupId, type LocalQueue } from './local-queue.js';
+import type { MetaMachine, QueueDefinition } from './meta-machine.js';
+import type { NodeEnv } from './node-env.js';
+import type { PeerLink } from './peer-link.js';
+import type { ProposalRouter } from './proposal-router.js';
+import { QueueReplica, type QueueApplyResult } from './queue-replica.js';
+import { RaftGroup, type GroupObserver, type GroupTestOnlyBugs, type RaftTuning } from './raft-group.js';
+
+/** How the node starts a group beyond its config: the simulator's checkers and tuning. */
+export interface GroupSetup {
+  readonly tuning?: RaftTuning;
+  readonly observer?: GroupObserver;
+  readonly testOnlyBugs?: GroupTestOnlyBugs;
+}
+
+export interface QueueReplicasParts {
+  readonly env: NodeEnv;
+  readonly nodeId: NodeId;
+  readonly storage: NodeStorage;
+  readonly link: Pick<PeerLink, 'send'>;
+  readonly logger: Logger;
+  readonly meta: MetaMachine;
+  readonly consumers: ConsumerRegistry;
+  readonly electionTicks: number;
+  readonly heartbeatTicks: number;
+  groupSetup(groupId: string): GroupSetup;
+  fatal(error: unknown): void;
+  isStopping(): boolean;
+}
+
+/** The parts created after this one that a replica hands its work to. */
+export interface ReplicaWiring {
+  readonly router: ProposalRouter;
+  readonly effects: EffectRunner;
+  readonly duties: LeaderDuties;
+}
+
+export class QueueReplicas {
+  private readonly queues = new Map<string, LocalQueue>();
+  private reconcileScheduled = false;
+  private wiring: ReplicaWiring | null = null;
+
+  constructor(private readonly parts: QueueReplicasParts) {}
+
+  /** Connects the replicas to the parts that act on their effects (once, at startup). */
+  wire(wiring: ReplicaWiring): void {
+    this.wiring = wiring;
+  }
+
+  get(name: string): LocalQueue | undefined {
+    return this.queues.get(name);
+  }
+
+  all(): IterableIterator<LocalQueue> {
+    return this.queues.values();
+  }
+
+  get size(): number {
+    return this.queues.size;
+  }
+
+  /** The group of a queue replica by its group id (the definition's creation must match). */
+  groupById(groupId: string): RaftGroup<QueueApplyResult> | null {
+    if (groupId === META_GROUP || !groupId.startsWith('q/')) return null;
+    const name = groupId.slice(groupId.indexOf('/', 2) + 1);
+    const queue = this.queues.get(name);
+    if (queue === undefined || queueGroupId(queue.definition) !== groupId) return null;
+    return queue.group;
+  }
+
+  /** The metadata changed: reconcile at the end of this microtask batch (once for many changes). */
+  reconcileSoon(): void {
+    if (this.reconcileScheduled) return;
+    this.reconcileScheduled = true;
+    queueMicrotask(() => {
+      this.reconcileScheduled = false;
+      this.reconcile();
+    });
+  }
+
+  reconcile(): void {
+    if (this.parts.isStopping()) return;
+    const { meta, nodeId } = this.parts;
+    for (const definition of meta.queues.values()) {
+      if (!definition.members.includes(nodeId)) continue;
+      const existing = this.queues.get(definition.name);
+      if (existing !== undefined && existing.definition.createdIndex === definition.createdIndex) continue;
+      if (existing !== undefined) this.drop(existing, 'the queue was re-created');
+      this.create(definition);
+    }
+    for (const queue of [...this.queues.values()]) {
+      const current = meta.queues.get(queue.definition.name);
+      if (current === undefined || current.createdIndex !== queue.definition.createdIndex) this.drop(queue, 'the queue was deleted');
+    }
+  }
+
+  private create(definition: QueueDefinition): void {
+    const wiring = this.wiring;
+    if (wiring === null) throw new Error('QueueReplicas.wire must be called before the first reconcile');
+    const { parts } = this;
+    const groupId = queueGroupId(definition);
+    let local: LocalQueue | null = null;
+    const replica = new QueueReplica(
+      definition.name,
+      groupId,
+      definition.args,
+      {
+        onEffects: (_replica, effects) => {
+          if (local !== null && this.queues.get(definition.name) === local) wiring.effects.run(local, effects);
+        },
+      },
+      definition.createdAt ?? 0,
+    );
+    const group = new RaftGroup<QueueApplyResult>({
+      groupId,
+      env: parts.env,
+      nodeId: parts.nodeId,
+      storage: parts.storage,
+      machine: replica,
+      initialVoters: [...definition.members],
+      send: (id, messages) => parts.link.send(id, messages),
+      onSoftState: (state) => {
+        if (local !== null) wiring.duties.onSoftState(local, state);
+      },
+      onApplied: () => {
+        replica.sweep();
+        if (local !== null) wiring.duties.afterApplied(local);
+      },
+      onFatal: (error) => parts.fatal(error),
+      // The metadata names the queue's members (a later membership change goes through it).
+      knownMember: (from) => {
+        const current = parts.meta.queues.get(definition.name);
+        return current !== undefined && current.createdIndex === definition.createdIndex && current.members.includes(from);
+      },
+      electionTicks: parts.electionTicks,
+      heartbeatTicks: parts.heartbeatTicks,
+      ...parts.groupSetup(groupId),
+    });
+    local = { definition, replica, group, batcher: wiring.router.batcherFor(definition, group) };
+    this.queues.set(definition.name, local);
+    parts.logger.info({ queue: definition.name, members: definition.members }, 'queue replica started');
+  }
+
+  private drop(queue: LocalQueue, why: string): void {
+    const { parts } = this;
+    this.queues.delete(queue.definition.name);
+    queue.group.stop(why);
+    this.wiring?.duties.stop(queue);
+    parts.consumers.endAll(queue.definition.name, new BrokerError(Status.NOT_FOUND, 'QUEUE_DELETED', `queue ${JSON.stringify(queue.definition.name)}: ${why}`));
+    const dropped = queue.replica.state.messages.size;
+    parts.logger.info({ queue: queue.definition.name, messagesDropped: dropped, why }, 'queue replica removed');
+    parts.storage.deleteGroup(queueGroupId(queue.definition)).catch((error: unknown) => parts.logger.warn({ err: error }, 'deleting a group failed'));
+  }
+
+  /** Stops every replica's group (shutdown). */
+  stopAll(reason: string): void {
+    for (const queue of this.queues.values()) {
+      this.wiring?.duties.stop(queue);
+      queue.group.stop(reason);
+    }
+  }
+}
