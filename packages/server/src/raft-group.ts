@@ -202,13 +202,15 @@ export class RaftGroup<R> {
    * on each tick, so up to one tick late; no timer per proposal).
    */
   propose(data: Uint8Array, deadline = Infinity, what = this.groupId): Promise<R> {
-    if (this.stopped) return Promise.reject(new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', `group ${this.groupId} is stopping`));
+    const proposed = this.tryPropose(data, deadline, what);
+    return proposed instanceof BrokerError ? Promise.reject(proposed) : proposed;
+  }
+
+  /** As `propose`, but says at once (with the error) when nothing was proposed. */
+  tryPropose(data: Uint8Array, deadline = Infinity, what = this.groupId): Promise<R> | BrokerError {
+    if (this.stopped) return new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', `group ${this.groupId} is stopping`);
     const result = this.raft.propose(data);
-    if (!result.ok) {
-      return Promise.reject(
-        new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${this.groupId} (${result.reason})`),
-      );
-    }
+    if (!result.ok) return new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${this.groupId} (${result.reason})`);
     this.kick();
     if (deadline < this.nextDeadline) this.nextDeadline = deadline;
     return new Promise<R>((resolve, reject) => {

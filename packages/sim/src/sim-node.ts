@@ -1,9 +1,11 @@
-import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
-import type { ConfChange, Message, NodeId, PlantedBug, Random, Ready } from '@quorumq/raft';
+import { RaftGroup, type NodeEnv } from '@quorumq/server/core';
+import type { ConfChange, Message, NodeId, PlantedBug, Random } from '@quorumq/raft';
 import { NodeStorage } from '@quorumq/storage';
 import type { KvStore, WalFs } from '@quorumq/storage';
 import type { SafetyChecker } from './checker.js';
 import { ProposalLog } from './machine.js';
+import type { Scheduler } from './scheduler.js';
+import { simEnv } from './sim-env.js';
 
 /** A Raft message of one group, as it travels between simulated nodes. */
 export interface GroupMessage {
@@ -12,6 +14,7 @@ export interface GroupMessage {
 }
 
 export interface SimNodeContext {
+  readonly scheduler: Scheduler;
   readonly groupIds: readonly string[];
   readonly checkerOf: (groupId: string) => SafetyChecker;
   readonly send: (envelope: GroupMessage) => void;
@@ -38,7 +41,8 @@ export interface SimNodeContext {
 
 /**
  * One simulated node: several Raft groups sharing the node's real NodeStorage (one WAL, one
- * KV store) on a fake disk, each driven by the same Ready loop a real node runs.
+ * KV store) on a fake disk, each driven by the broker's own driver (RaftGroup: its Ready
+ * loop, proposal tracking, snapshot policy and ReadIndex reads) on simulated time.
  */
 export class SimNode {
   private stopped = false;
@@ -60,9 +64,8 @@ export class SimNode {
     });
     const replicas = new Map<string, GroupReplica>();
     const node = new SimNode(id, replicas);
-    for (const groupId of context.groupIds) {
-      replicas.set(groupId, new GroupReplica(node, groupId, random.nextInt(0x7fffffff), storage, context));
-    }
+    const env = simEnv(context.scheduler, id, random, () => !node.stopped);
+    for (const groupId of context.groupIds) replicas.set(groupId, new GroupReplica(id, groupId, env, storage, context));
     return node;
   }
 
@@ -76,180 +79,100 @@ export class SimNode {
     return this.stopped;
   }
 
-  /** Crash: the object is abandoned; pending disk operations never complete for it. */
+  /** Crash: the groups stop where they are; pending disk operations never complete for them. */
   stop(): void {
     this.stopped = true;
+    for (const replica of this.replicas.values()) replica.group.stop('crashed');
   }
 
   tick(): void {
-    for (const replica of this.replicas.values()) replica.tick();
+    for (const replica of this.replicas.values()) replica.group.tick();
   }
 
   receive(envelope: GroupMessage): void {
-    this.replicas.get(envelope.groupId)?.receive(envelope.message);
+    this.replicas.get(envelope.groupId)?.group.receive(envelope.message);
   }
 }
 
-/** One group's replica on one node: the Raft core, its Ready loop and its state machine. */
+/** One group's replica on one node: the broker's RaftGroup over the simulation's machine. */
 export class GroupReplica {
-  readonly raft: RaftNode;
   readonly machine = new ProposalLog();
-  /** The index the state machine has applied (the core's applied index may run ahead of the driver). */
-  machineIndex = 0;
-  private readyLoopRunning = false;
-  /** Reads confirmed by a quorum, waiting for the machine to apply their index. */
-  private readsWaiting: Array<{ requestId: string; index: number }> = [];
+  readonly group: RaftGroup<string | null>;
 
   constructor(
-    private readonly node: SimNode,
+    private readonly nodeId: NodeId,
     readonly groupId: string,
-    seed: number,
-    private readonly storage: NodeStorage,
+    env: NodeEnv,
+    storage: NodeStorage,
     private readonly context: SimNodeContext,
   ) {
-    const restored = storage.restoreGroup(groupId);
-    this.raft = new RaftNode(
-      {
-        id: node.id,
-        random: createRandom(seed),
-        initialConfig: context.initialVoters.includes(node.id)
-          ? { voters: [...context.initialVoters], learners: [] }
-          : { voters: [], learners: [] },
-        electionTicks: 10,
-        heartbeatTicks: 1,
+    const checker = context.checkerOf(groupId);
+    const machine = this.machine;
+    this.group = new RaftGroup<string | null>({
+      groupId,
+      env,
+      nodeId,
+      storage,
+      machine: {
+        apply: (entry) => {
+          const proposalId = machine.apply(entry);
+          if (proposalId !== null) context.onApplied(groupId, nodeId, proposalId);
+          return proposalId;
+        },
+        snapshot: () => machine.snapshot(),
+        restore: (data) => machine.restore(data),
+      },
+      initialVoters: context.initialVoters.includes(nodeId) ? context.initialVoters : [],
+      send: (id, messages) => {
+        for (const message of messages) context.send({ groupId: id, message });
+      },
+      knownMember: (from) => context.knownMember(groupId, from),
+      onFatal: (error) => context.onFailure(error),
+      electionTicks: 10,
+      heartbeatTicks: 1,
+      tuning: {
         appendEntriesMax: context.appendEntriesMax,
         inflightAppendsMax: context.inflightAppendsMax,
         snapshotChunkBytes: 1024,
         retainedEntriesAfterSnapshot: 8,
-        testOnlyBugs: context.raftBugs,
       },
-      restored,
-    );
-    if (restored.snapshot !== null) {
-      this.machine.restore(restored.snapshot.data);
-      this.machineIndex = restored.snapshot.meta.index;
-    }
-  }
-
-  tick(): void {
-    this.guard(() => this.raft.tick());
-  }
-
-  /** Messages dropped because their sender is no member of the group (as the broker drops them). */
-  refusedMessages = 0;
-
-  receive(message: Message): void {
-    // As the broker's RaftGroup does: a sender that neither a configuration of the log nor
-    // the directory names is not stepped.
-    const from = message.from;
-    if (from === this.node.id || (!this.raft.acceptsMessageFrom(from) && !this.context.knownMember(this.groupId, from))) {
-      this.refusedMessages += 1;
-      return;
-    }
-    this.guard(() => this.raft.step(message));
-  }
-
-  /** Starts a linearizable read (ReadIndex); false if this replica is not the leader. */
-  read(requestId: string): boolean {
-    let accepted = false;
-    this.guard(() => {
-      accepted = this.raft.readIndex(requestId).ok;
+      observer: {
+        appending: (entries, termBefore) => checker.observeAppended(nodeId, entries, termBefore),
+        applying: (entry) => checker.observeApplied(nodeId, entry),
+      },
+      testOnlyBugs: { raft: context.raftBugs, ackBeforeFsync: context.ackBeforeFsync },
     });
-    return accepted;
+  }
+
+  get raft(): RaftGroup<string | null>['raft'] {
+    return this.group.raft;
+  }
+
+  /** The index the state machine has applied (the core's applied index may run ahead of the driver). */
+  get machineIndex(): number {
+    return this.group.appliedIndex;
+  }
+
+  /** Starts a linearizable read (ReadIndex); false if this replica cannot serve it (not the leader). */
+  read(requestId: string): boolean {
+    if (this.group.raft.currentRole !== 'leader') return false;
+    this.group.readIndex().then(
+      () => this.context.onRead(this.groupId, this.nodeId, requestId, this.machine.ids()),
+      () => {},
+    );
+    return true;
   }
 
   /** Proposes a membership change; false if refused (not leader, another change pending...). */
   changeMembership(change: ConfChange): boolean {
-    let accepted = false;
-    this.guard(() => {
-      accepted = this.raft.proposeConfChange(change).ok;
-    });
-    return accepted;
+    return this.group.proposeConfChange(change);
   }
 
+  /** Proposes; false if nothing was proposed (not the leader). */
   propose(data: Uint8Array): boolean {
-    let accepted = false;
-    this.guard(() => {
-      accepted = this.raft.propose(data).ok;
-    });
-    return accepted;
-  }
-
-  private guard(action: () => void): void {
-    if (this.node.isStopped) return;
-    try {
-      action();
-    } catch (error) {
-      this.context.onFailure(error);
-      return;
-    }
-    this.kick();
-  }
-
-  private kick(): void {
-    if (this.readyLoopRunning || this.node.isStopped) return;
-    this.readyLoopRunning = true;
-    this.readyLoop().then(
-      () => {
-        this.readyLoopRunning = false;
-      },
-      (error: unknown) => {
-        this.readyLoopRunning = false;
-        if (!this.node.isStopped) this.context.onFailure(error);
-      },
-    );
-  }
-
-  private async readyLoop(): Promise<void> {
-    const checker = this.context.checkerOf(this.groupId);
-    while (!this.node.isStopped && this.raft.hasReady()) {
-      const ready = this.raft.ready();
-      checker.observeAppended(this.node.id, ready.entries, (index) => this.raft.termAt(index) ?? ready.snapshot?.meta.term);
-      // A leader's requests go out while it writes; everything else waits for the fdatasync
-      // (the planted bug sends acknowledgements early too).
-      const early = this.context.ackBeforeFsync ? ready.messages : ready.messages.filter(sendableBeforePersist);
-      const late = this.context.ackBeforeFsync ? [] : ready.messages.filter((message) => !sendableBeforePersist(message));
-      this.sendAll(early);
-      await this.storage.persist(this.groupId, { hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot });
-      if (this.node.isStopped) return;
-      this.sendAll(late);
-      this.apply(ready, checker);
-      this.serveReads(ready);
-      this.raft.advance();
-      await this.maybeSnapshot();
-    }
-  }
-
-  private sendAll(messages: readonly Message[]): void {
-    for (const message of messages) this.context.send({ groupId: this.groupId, message });
-  }
-
-  private apply(ready: Ready, checker: SafetyChecker): void {
-    if (ready.snapshot !== null) {
-      this.machine.restore(ready.snapshot.data);
-      this.machineIndex = ready.snapshot.meta.index;
-    }
-    for (const entry of ready.committedEntries) {
-      this.machineIndex = entry.index;
-      checker.observeApplied(this.node.id, entry);
-      const proposalId = this.machine.apply(entry);
-      if (proposalId !== null) this.context.onApplied(this.groupId, this.node.id, proposalId);
-    }
-  }
-
-  private serveReads(ready: Ready): void {
-    this.readsWaiting.push(...ready.readStates);
-    const servable = this.readsWaiting.filter((read) => read.index <= this.machineIndex);
-    if (servable.length === 0) return;
-    this.readsWaiting = this.readsWaiting.filter((read) => read.index > this.machineIndex);
-    for (const read of servable) this.context.onRead(this.groupId, this.node.id, read.requestId, this.machine.ids());
-  }
-
-  private async maybeSnapshot(): Promise<void> {
-    // The snapshot is of the machine, so it is taken at the index the machine has applied;
-    // the core's applied index may already be ahead (a leader's snapshot being installed).
-    if (!this.storage.shouldSnapshot(this.groupId, this.machineIndex)) return;
-    const snapshot = this.raft.compact(this.machineIndex, this.machine.snapshot());
-    if (snapshot !== null) await this.storage.saveLocalSnapshot(this.groupId, snapshot);
+    const proposed = this.group.tryPropose(data);
+    if (proposed instanceof Error) return false;
+    proposed.catch(() => {}); // acknowledgement is by apply (onApplied), on any replica
+    return true;
   }
 }

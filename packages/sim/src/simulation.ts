@@ -191,6 +191,7 @@ export class Simulation {
   private startNode(id: NodeId): void {
     this.nodes.set(id, 'starting');
     const context = {
+      scheduler: this.scheduler,
       groupIds: [...this.workloads.keys()],
       checkerOf: (groupId: string) => this.workload(groupId).checker,
       send: (envelope: GroupMessage) => this.network.send(envelope),
@@ -336,7 +337,7 @@ export class Simulation {
     const target = this.ids[this.random.nextInt(this.ids.length)]!;
     const replica = this.replica(leader, workload.groupId);
     if (replica === null || target === leader) return;
-    this.guard(() => replica.raft.transferLeadership(target));
+    this.guard(() => replica.group.transferLeadership(target));
     this.faults.transfers++;
     this.traceLine(`transfer ${workload.groupId} ${leader}->${target}`);
   }
