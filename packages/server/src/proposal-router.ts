@@ -134,8 +134,12 @@ export class ProposalRouter {
         return { groupId: queueGroupId(definition), local: this.parts.localQueue(name)?.group ?? null, members: definition.members };
       },
       async (group, deadline) => {
-        stampEntry(data, env.now());
-        return group.propose(data, deadline, what);
+        // A copy for each proposal: an earlier attempt's entry may still be in this node's
+        // log (proposed, then leadership moved), and stamping its bytes in place would change
+        // an entry already written and sent (its replicas would then differ).
+        const entry = new Uint8Array(data);
+        stampEntry(entry, env.now());
+        return group.propose(entry, deadline, what);
       },
       data,
       what,

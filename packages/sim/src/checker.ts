@@ -7,6 +7,9 @@ export type Property =
   | 'StateMachineSafety'
   | 'AcknowledgedNotLost'
   | 'LinearizableRead'
+  | 'ConfirmedNotLost'
+  | 'DeathRecorded'
+  | 'ReplicasAgree'
   | 'Liveness'
   | 'Invariant';
 

@@ -1,0 +1,617 @@
+/**
+ * The broker simulated: three nodes running the code a node runs (BrokerNode: the metadata
+ * group, queue replicas with the real queue machine, proposal routing and forwarding, the
+ * effect runner, dead-letter and move workers, leader duties) on simulated time, a fake disk
+ * and a faulty network, with clients that publish with confirms, consume, ack, reject and
+ * let messages expire. After the faults heal and the queues drain, it checks what the spec
+ * promises at the queue level: no confirmed message disappears (each is acked from its
+ * queue, or dead-lettered to the dead-letter queue with its death record and acked there),
+ * and every replica of a queue holds the same state.
+ */
+import { BrokerNode, DEFAULTS, NodeMetrics, type LocalQueue, type NodeConfig, type OutgoingDelivery } from '@quorumq/server/core';
+import { quorumq } from '@quorumq/proto';
+import { stateHash, type Command } from '@quorumq/queue';
+import { createRandom, RaftInvariantError, type NodeId, type PlantedBug, type Random } from '@quorumq/raft';
+import { NodeStorage } from '@quorumq/storage';
+import { pino } from 'pino';
+
+import { SafetyChecker, SafetyViolation, type Property } from '../checker.js';
+import { CrashedProcess, FakeDisk } from '../fake-disk.js';
+import { chance, HEALTHY_NETWORK, SimNetwork, type NetworkFaults } from '../network.js';
+import { Scheduler } from '../scheduler.js';
+import { simEnv } from '../sim-env.js';
+import { SimPeerLink, type SimCluster } from './sim-peer-link.js';
+
+import pb = quorumq.v1;
+
+/** Bugs planted to prove the broker simulation catches them. */
+export type BrokerSimBug = PlantedBug | 'ackBeforeFsync' | 'confirmDeadLetterBeforeTarget';
+export const BROKER_SIM_BUGS: readonly BrokerSimBug[] = ['commitPreviousTermByCount', 'voteWithoutLogCheck', 'ackBeforeFsync', 'confirmDeadLetterBeforeTarget'];
+
+export interface BrokerSimOptions {
+  readonly seed: number;
+  readonly bugs?: ReadonlySet<BrokerSimBug>;
+  readonly faultPhaseMs?: number;
+  readonly livenessPhaseMs?: number;
+  readonly trace?: (line: string) => void;
+}
+
+export interface BrokerSimResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  readonly violation: { readonly property: Property; readonly message: string } | null;
+  readonly traceHash: string;
+  readonly events: number;
+  readonly confirmed: number;
+  readonly acked: number;
+  readonly deadLettered: number;
+  readonly crashes: number;
+  readonly partitions: number;
+  readonly simulatedMs: number;
+}
+
+const NODES: readonly NodeId[] = ['n1', 'n2', 'n3'];
+const WORK = 'work';
+const DEAD = 'dead';
+const DLX = 'dlx';
+const TICK_MS = 10;
+const SETTLE_ROUNDS = 8;
+const EVENTS_MAX = 3_000_000;
+const PUBLISH_EVERY_MS = 6;
+const PUBLISHES_IN_FLIGHT_MAX = 16;
+/** Simulated time clients publish at least, from the end of the setup. */
+const PUBLISH_MIN_MS = 1000;
+/** Simulated time clients publish at least to the healed cluster. */
+const HEALED_PUBLISH_MS = 300;
+/** A client gives up on a call after this (as a gRPC deadline), and tries again. */
+const CALL_DEADLINE_MS = 3000;
+
+interface Published {
+  readonly id: number;
+  /** Its per-message TTL, if any: it may then expire where no dead-letter exchange catches it. */
+  expirationMs: number | null;
+  confirmed: boolean;
+  inFlight: boolean;
+}
+
+/** What the clients learned about one message. */
+interface Fate {
+  /** Acked from `work` or `dead` (the ack committed), or acked with an unknown outcome. */
+  settled: boolean;
+  /** Delivered from the dead-letter queue. */
+  deadLettered: boolean;
+}
+
+interface SimConsumer {
+  readonly queue: string;
+  node: NodeId | null;
+  id: string | null;
+  /** Bumped on each (re)subscribe: a delivery or settle of an older one is ignored. */
+  generation: number;
+  /** Acks sent and not answered: if the node crashes, their outcome is unknown. */
+  readonly acksInFlight: Set<Fate>;
+}
+
+export class BrokerSimulation implements SimCluster {
+  readonly scheduler = new Scheduler();
+  readonly random: Random;
+  readonly network: SimNetwork;
+  private readonly disk: FakeDisk;
+  private readonly bugs: ReadonlySet<BrokerSimBug>;
+  private readonly nodes = new Map<NodeId, BrokerNode | 'down' | 'starting'>();
+  private readonly incarnation = new Map<NodeId, number>();
+  private readonly checkers = new Map<string, SafetyChecker>();
+  private readonly published = new Map<number, Published>();
+  private readonly fates = new Map<number, Fate>();
+  private readonly consumers: SimConsumer[] = [];
+  private readonly profile: { readonly network: NetworkFaults; readonly crashEveryMs: number; readonly partitionEveryMs: number; readonly tornWriteRate: number };
+  private failure: unknown = null;
+  private setupDone = false;
+  private setupAt = 0;
+  private healed = false;
+  private healedAt = 0;
+  private publishing = true;
+  private nextMessage = 1;
+  private events = 0;
+  private crashes = 0;
+  private partitions = 0;
+  private hash = 0x811c9dc5;
+  private hash2 = 0x01000193;
+
+  constructor(private readonly options: BrokerSimOptions) {
+    this.random = createRandom(options.seed);
+    this.bugs = options.bugs ?? new Set();
+    const pick = <T>(values: readonly T[]): T => values[this.random.nextInt(values.length)]!;
+    this.profile = {
+      network: { dropRate: pick([0, 0.01, 0.05]), duplicateRate: pick([0, 0.02]), latencyMs: 1 + this.random.nextInt(3), jitterMs: pick([0, 3, 10]) },
+      crashEveryMs: pick([250, 600, 1500, 1_000_000]),
+      partitionEveryMs: pick([400, 1200, 1_000_000]),
+      tornWriteRate: pick([0, 0.5]),
+    };
+    this.disk = new FakeDisk(this.scheduler, this.random);
+    this.network = new SimNetwork(this.scheduler, this.random, (envelope) => this.live(envelope.message.to)?.receive(envelope), (line) => this.traceLine(line));
+    this.network.faults = this.profile.network;
+  }
+
+  faults(): NetworkFaults {
+    return this.network.faults;
+  }
+
+  live(id: NodeId): BrokerNode | null {
+    const node = this.nodes.get(id);
+    return node === undefined || node === 'down' || node === 'starting' ? null : node;
+  }
+
+  async run(): Promise<BrokerSimResult> {
+    const faultPhaseMs = this.options.faultPhaseMs ?? 3000;
+    const livenessPhaseMs = this.options.livenessPhaseMs ?? 8000;
+    for (const id of NODES) this.startNode(id);
+    this.scheduler.after(50, 'setup', () => void this.setup());
+    this.schedulePublishes();
+    for (const queue of [WORK, WORK, DEAD]) this.consumers.push({ queue, node: null, id: null, generation: 0, acksInFlight: new Set() });
+    this.scheduleFaults(faultPhaseMs);
+    this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
+    const deadline = faultPhaseMs + livenessPhaseMs;
+    let converged = false;
+    while (this.failure === null) {
+      const event = this.scheduler.pop();
+      if (event === undefined || event.time > deadline) break;
+      if (++this.events > EVENTS_MAX) {
+        this.failure = new SafetyViolation('Liveness', `more than ${EVENTS_MAX} events by ${event.time} ms`);
+        break;
+      }
+      this.traceLine(`${event.time} ${event.label}`);
+      event.run();
+      for (let round = 0; round < SETTLE_ROUNDS; round++) await null;
+      if (!this.publishing && this.failure === null && this.events % 32 === 0 && this.hasConverged()) {
+        converged = true;
+        break;
+      }
+    }
+    if (this.failure === null && !converged) this.failure = new SafetyViolation('Liveness', `the broker did not drain and converge within ${livenessPhaseMs} ms of healing: ${this.describe()}`);
+    if (this.failure === null) this.guard(() => this.checkFinal());
+    return this.result();
+  }
+
+  // ------------------------------------------------------------ nodes
+
+  private config(id: NodeId): NodeConfig {
+    return {
+      ...DEFAULTS,
+      nodeId: id,
+      listen: `${id}:0`,
+      advertise: `${id}:0`,
+      peers: new Map(NODES.map((n) => [n, `${n}:0`])),
+      dataDir: `/${id}`,
+      metricsListen: null,
+      tickMs: TICK_MS,
+      electionTicks: 10,
+      heartbeatTicks: 1,
+      snapshotInterval: 32,
+      requestTimeoutMs: 1500,
+      clusterSecret: 'sim',
+      testOnlyConfirmBeforeCommit: false,
+    };
+  }
+
+  private startNode(id: NodeId): void {
+    this.nodes.set(id, 'starting');
+    const incarnation = (this.incarnation.get(id) ?? 0) + 1;
+    this.incarnation.set(id, incarnation);
+    const alive = (): boolean => this.incarnation.get(id) === incarnation && this.nodes.get(id) !== 'down';
+    const config = this.config(id);
+    const env = simEnv(this.scheduler, id, createRandom(this.random.nextInt(0x7fffffff)), alive);
+    NodeStorage.open({
+      dir: `/${id}`,
+      fs: this.disk.fsOf(id),
+      kv: this.disk.kvOf(id),
+      snapshotInterval: config.snapshotInterval,
+      segmentBytesMax: 64 * 1024,
+      scheduleFlush: (flush) => this.scheduler.after(0, `walFlush ${id}`, () => alive() && flush()),
+      logger: { warn: () => {} },
+    }).then(
+      (storage) => {
+        if (!alive()) return;
+        const node = BrokerNode.create({
+          config,
+          env,
+          storage,
+          link: new SimPeerLink(id, this, alive),
+          logger: pino({ level: 'silent' }),
+          metrics: new NodeMetrics(100, false),
+          onFatal: (error) => this.fail(error),
+          groupSetup: (groupId) => ({
+            tuning: { appendEntriesMax: 16, inflightAppendsMax: 4, snapshotChunkBytes: 4096, retainedEntriesAfterSnapshot: 8 },
+            observer: {
+              appending: (entries, termBefore) => this.guard(() => this.checker(groupId).observeAppended(id, entries, termBefore)),
+              applying: (entry) => this.guard(() => this.checker(groupId).observeApplied(id, entry)),
+            },
+            testOnlyBugs: {
+              raft: new Set([...this.bugs].filter((b): b is PlantedBug => b !== 'ackBeforeFsync' && b !== 'confirmDeadLetterBeforeTarget')),
+              ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
+            },
+          }),
+          testOnlyBugs: { deadLetter: { confirmBeforeTargets: this.bugs.has('confirmDeadLetterBeforeTarget') } },
+        });
+        this.nodes.set(id, node);
+      },
+      (error: unknown) => this.fail(error),
+    );
+  }
+
+  private checker(groupId: string): SafetyChecker {
+    let checker = this.checkers.get(groupId);
+    if (checker === undefined) {
+      checker = new SafetyChecker();
+      this.checkers.set(groupId, checker);
+    }
+    return checker;
+  }
+
+  private crash(id: NodeId): void {
+    if (this.nodes.get(id) === 'down') return;
+    this.nodes.set(id, 'down');
+    const loss = this.disk.crash(id, this.profile.tornWriteRate);
+    this.crashes++;
+    this.traceLine(`crash ${id} lost=${loss.lostBytes} torn=${loss.torn}`);
+    // Its clients' streams broke: they connect again elsewhere. An ack it had not answered
+    // may have committed (the message is then gone): its outcome is unknown.
+    for (const consumer of this.consumers) {
+      if (consumer.node !== id) continue;
+      for (const fate of consumer.acksInFlight) fate.settled = true;
+      consumer.acksInFlight.clear();
+      this.resubscribeLater(consumer);
+    }
+  }
+
+  private restart(id: NodeId): void {
+    if (this.nodes.get(id) !== 'down') return;
+    this.traceLine(`restart ${id}`);
+    this.startNode(id);
+  }
+
+  private randomLive(): BrokerNode | null {
+    const live = NODES.map((id) => this.live(id)).filter((n): n is BrokerNode => n !== null);
+    return live.length === 0 ? null : live[this.random.nextInt(live.length)]!;
+  }
+
+  // ------------------------------------------------------------ clients
+
+  /** Declares the topology through any node, until it is all in place. */
+  private async setup(): Promise<void> {
+    const node = this.randomLive();
+    if (node === null) {
+      this.scheduler.after(100, 'setup', () => void this.setup());
+      return;
+    }
+    try {
+      const members = [...NODES];
+      const steps = [
+        { type: 'topology' as const, command: { type: 'declareExchange' as const, name: DLX, exchangeType: 'direct' as const } },
+        { type: 'declareQueue' as const, name: DEAD, args: {}, passive: false, members, createdAt: 0 },
+        { type: 'declareQueue' as const, name: WORK, args: { deadLetterExchange: DLX, deadLetterRoutingKey: DEAD }, passive: false, members, createdAt: 0 },
+        { type: 'topology' as const, command: { type: 'bind' as const, source: DLX, destination: { kind: 'queue' as const, name: DEAD }, bindingKey: DEAD } },
+      ];
+      for (const step of steps) {
+        const reply = await this.call(node.proposeMeta(step));
+        if (!reply.ok) throw new Error(`setup ${step.type}: ${reply.message}`);
+      }
+      this.setupDone = true;
+      this.setupAt = this.scheduler.now;
+      this.traceLine('setup done');
+      for (const consumer of this.consumers) this.subscribe(consumer);
+    } catch {
+      this.scheduler.after(100, 'setup', () => void this.setup());
+    }
+  }
+
+  private schedulePublishes(): void {
+    this.scheduler.after(PUBLISH_EVERY_MS, 'publish', () => {
+      // Publishing ends after the heal, once it ran PUBLISH_MIN_MS after the setup and
+      // HEALED_PUBLISH_MS on the healed cluster.
+      const now = this.scheduler.now;
+      if (this.healed && this.setupDone && now >= this.setupAt + PUBLISH_MIN_MS && now >= this.healedAt + HEALED_PUBLISH_MS) this.publishing = false;
+      if (!this.publishing) return;
+      if (this.setupDone && [...this.published.values()].filter((p) => p.inFlight).length < PUBLISHES_IN_FLIGHT_MAX) {
+        const id = this.nextMessage++;
+        const message: Published = { id, expirationMs: chance(this.random, 0.15) ? 20 + this.random.nextInt(200) : null, confirmed: false, inFlight: false };
+        this.published.set(id, message);
+        this.publish(message, message.expirationMs);
+      }
+      this.schedulePublishes();
+    });
+  }
+
+  /** Publishes with confirms, as the SDK does: re-sent (deduplicated by producer id) until confirmed. */
+  private publish(message: Published, expirationMs: number | null): void {
+    const node = this.randomLive();
+    const retry = (): void => {
+      message.inFlight = false;
+      if (this.publishing) this.scheduler.after(20 + this.random.nextInt(80), `republish m${message.id}`, () => this.publish(message, expirationMs));
+    };
+    if (node === null) return retry();
+    message.inFlight = true;
+    const body = new TextEncoder().encode(`m${message.id}`);
+    const command: Command = {
+      type: 'enqueue',
+      sizeBytes: body.byteLength,
+      exchange: '',
+      routingKeys: [WORK],
+      producerId: 'publisher',
+      sequence: message.id,
+      ...(expirationMs !== null ? { expirationMs } : {}),
+    };
+    const stored: pb.Message.$Properties = { body, routingKey: WORK, ...(expirationMs !== null ? { properties: { expirationMs } } : {}) };
+    this.call(node.proposeQueue(WORK, command, stored)).then(
+      (reply) => {
+        if (reply.type === 'enqueued' || reply.type === 'duplicate') {
+          message.confirmed = true;
+          message.inFlight = false;
+          return;
+        }
+        retry();
+      },
+      () => retry(),
+    );
+  }
+
+  /** A client's call: fails after the client's deadline (its node may have crashed, the reply never comes). */
+  private call<T>(request: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      this.scheduler.after(CALL_DEADLINE_MS, 'client deadline', () => {
+        if (settled) return;
+        settled = true;
+        reject(new Error('DEADLINE_EXCEEDED'));
+      });
+      request.then(
+        (value) => {
+          if (settled) return;
+          settled = true;
+          resolve(value);
+        },
+        (error: unknown) => {
+          if (settled) return;
+          settled = true;
+          reject(error);
+        },
+      );
+    });
+  }
+
+  private leaderOf(queue: string): { node: BrokerNode; local: LocalQueue } | null {
+    for (const id of NODES) {
+      const node = this.live(id);
+      const local = node?.queues.get(queue);
+      if (node !== null && node !== undefined && local !== undefined && local.group.isLeader) return { node, local };
+    }
+    return null;
+  }
+
+  private resubscribeLater(consumer: SimConsumer): void {
+    consumer.node = null;
+    consumer.id = null;
+    consumer.generation++;
+    this.scheduler.after(30 + this.random.nextInt(50), `resubscribe ${consumer.queue}`, () => this.subscribe(consumer));
+  }
+
+  /** Attaches the consumer to its queue's leader, as a consume stream does. */
+  private subscribe(consumer: SimConsumer): void {
+    if (consumer.id !== null) return;
+    const leader = this.leaderOf(consumer.queue);
+    if (leader === null) {
+      this.resubscribeLater(consumer);
+      return;
+    }
+    const { node, local } = leader;
+    const generation = ++consumer.generation;
+    const id = node.newConsumerId();
+    consumer.node = node.nodeId;
+    consumer.id = id;
+    const current = (): boolean => consumer.generation === generation && this.live(node.nodeId) === node;
+    node.attachConsumer({
+      id,
+      queue: consumer.queue,
+      tag: id,
+      deliver: (delivery) => {
+        if (current()) this.scheduler.after(1 + this.random.nextInt(15), `settle ${consumer.queue}`, () => current() && this.settle(consumer, node, local, id, delivery));
+      },
+      event: () => {},
+      end: () => {
+        if (consumer.generation === generation) this.resubscribeLater(consumer);
+      },
+    });
+    node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch: 8, priority: 0 }).then(
+      (result) => {
+        if (result.reply.type === 'error' && consumer.generation === generation) this.resubscribeLater(consumer);
+      },
+      () => {
+        if (consumer.generation !== generation) return;
+        node.detachConsumer(id);
+        this.resubscribeLater(consumer);
+      },
+    );
+  }
+
+  private settle(consumer: SimConsumer, node: BrokerNode, local: LocalQueue, consumerId: string, delivery: OutgoingDelivery): void {
+    const message = delivery.encodedMessage !== undefined ? pb.Message.decode(delivery.encodedMessage) : pb.Message.fromObject(delivery.message ?? {});
+    const text = new TextDecoder().decode(message.body);
+    const id = Number(text.slice(1));
+    if (!/^m[0-9]+$/.test(text)) {
+      this.fail(new SafetyViolation('ConfirmedNotLost', `a delivery from ${consumer.queue} lost its body (${JSON.stringify(text)}; deaths ${JSON.stringify(message.deaths)})`));
+      return;
+    }
+    const fate = this.fates.get(id) ?? { settled: false, deadLettered: false };
+    this.fates.set(id, fate);
+    if (consumer.queue === DEAD) {
+      fate.deadLettered = true;
+      const death = message.deaths[0];
+      if (death === undefined || death.queue !== WORK || !['rejected', 'expired', 'delivery_limit'].includes(death.reason ?? '')) {
+        this.fail(new SafetyViolation('DeathRecorded', `m${id} reached ${DEAD} with death records ${JSON.stringify(message.deaths)}`));
+        return;
+      }
+    }
+    const roll = this.random.nextInt(10);
+    // From the work queue: mostly acked, some rejected (dead-lettered), some requeued.
+    const command: Command =
+      consumer.queue === WORK && roll === 0
+        ? { type: 'discard', consumerId, deliveryTag: delivery.deliveryTag ?? 0 }
+        : consumer.queue === WORK && roll === 1
+          ? { type: 'return', consumerId, deliveryTag: delivery.deliveryTag ?? 0 }
+          : { type: 'ack', consumerId, deliveryTag: delivery.deliveryTag ?? 0 };
+    this.traceLine(`client ${command.type} m${id} from ${consumer.queue} tag ${delivery.deliveryTag} on ${node.nodeId}`);
+    if (command.type === 'ack') consumer.acksInFlight.add(fate);
+    node.proposeLocal(local, command).then(
+      (result) => {
+        consumer.acksInFlight.delete(fate);
+        this.traceLine(`client ${command.type} m${id} from ${consumer.queue}: ${result.reply.type}${result.reply.type === 'error' ? ` ${result.reply.message}` : ''}`);
+        if (command.type === 'ack' && result.reply.type !== 'error') fate.settled = true;
+      },
+      (error: unknown) => {
+        consumer.acksInFlight.delete(fate);
+        this.traceLine(`client ${command.type} m${id} from ${consumer.queue} failed: ${String(error)}`);
+        // An ack whose outcome is unknown may have committed: the message may be gone.
+        if (command.type === 'ack' && error instanceof Error && /OUTCOME_UNKNOWN|unknown/.test(`${(error as { reason?: string }).reason ?? ''} ${error.message}`)) fate.settled = true;
+      },
+    );
+  }
+
+  // ------------------------------------------------------------ faults
+
+  private scheduleFaults(faultPhaseMs: number): void {
+    const repeat = (everyMs: number, label: string, action: () => void): void => {
+      const delay = Math.max(1, Math.floor(everyMs / 2) + this.random.nextInt(everyMs));
+      if (this.scheduler.now + delay >= faultPhaseMs) return;
+      this.scheduler.after(delay, label, () => {
+        action();
+        repeat(everyMs, label, action);
+      });
+    };
+    repeat(this.profile.crashEveryMs, 'crash', () => {
+      const leader = this.leaderOf(WORK)?.node.nodeId;
+      const id = leader !== undefined && chance(this.random, 0.6) ? leader : NODES[this.random.nextInt(NODES.length)]!;
+      this.crash(id);
+      this.scheduler.after(50 + this.random.nextInt(400), `restart ${id}`, () => this.restart(id));
+    });
+    repeat(this.profile.partitionEveryMs, 'partition', () => {
+      this.network.heal();
+      if (this.random.nextInt(3) === 0) return;
+      this.partitions++;
+      const victim = NODES[this.random.nextInt(NODES.length)]!;
+      for (const other of NODES) {
+        if (other === victim) continue;
+        this.network.cut(victim, other);
+        this.network.cut(other, victim);
+      }
+      this.traceLine(`partition ${this.network.describeCuts()}`);
+    });
+  }
+
+  private heal(): void {
+    this.healed = true;
+    this.healedAt = this.scheduler.now;
+    this.network.heal();
+    this.network.faults = HEALTHY_NETWORK;
+    for (const id of NODES) this.restart(id);
+    this.traceLine('heal');
+  }
+
+  // ------------------------------------------------------------ checks
+
+  /** Nothing in flight, both queues empty on their leaders, every replica caught up. */
+  private hasConverged(): boolean {
+    if (!this.setupDone) return false;
+    if ([...this.published.values()].some((p) => p.inFlight)) return false;
+    for (const queue of [WORK, DEAD]) {
+      const leader = this.leaderOf(queue);
+      if (leader === null) return false;
+      const state = leader.local.replica.state;
+      if (state.messages.size > 0) return false;
+      const status = leader.local.group.status();
+      for (const id of NODES) {
+        const replica = this.live(id)?.queues.get(queue);
+        if (replica === undefined || replica.group.appliedIndex !== status.commitIndex) return false;
+      }
+    }
+    return true;
+  }
+
+  private checkFinal(): void {
+    for (const queue of [WORK, DEAD]) {
+      const hashes = NODES.map((id) => {
+        const replica = this.live(id)?.queues.get(queue);
+        return replica === undefined ? `${id}:none` : stateHash(replica.replica.state);
+      });
+      if (new Set(hashes).size !== 1) throw new SafetyViolation('ReplicasAgree', `replicas of ${queue} differ after converging: ${hashes.join(' ')}`);
+    }
+    for (const message of this.published.values()) {
+      // A message with a TTL keeps it when dead-lettered for another reason (spec 5), and
+      // the dead-letter queue has no dead-letter exchange: it may expire there, dropped.
+      if (!message.confirmed || message.expirationMs !== null) continue;
+      const fate = this.fates.get(message.id);
+      if (fate === undefined || !fate.settled) {
+        throw new SafetyViolation(
+          'ConfirmedNotLost',
+          `confirmed message m${message.id} was never acked from ${WORK} nor from ${DEAD} (${fate === undefined ? 'never delivered' : fate.deadLettered ? 'dead-lettered, not acked' : 'delivered, not acked'}), and both queues are empty`,
+        );
+      }
+    }
+  }
+
+  private describe(): string {
+    const queues = [WORK, DEAD].map((queue) => {
+      const leader = this.leaderOf(queue);
+      return `${queue}: ${leader === null ? 'no leader' : `${leader.node.nodeId} leads, ${leader.local.replica.state.messages.size} messages`}`;
+    });
+    const inFlight = [...this.published.values()].filter((p) => p.inFlight).length;
+    return `${queues.join('; ')}; ${inFlight} publishes in flight; setup ${this.setupDone ? 'done' : 'not done'}`;
+  }
+
+  private guard(check: () => void): void {
+    try {
+      check();
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  private fail(error: unknown): void {
+    if (error instanceof CrashedProcess) return;
+    if (this.failure === null) this.failure = error;
+  }
+
+  private traceLine(line: string): void {
+    for (let i = 0; i < line.length; i++) {
+      const c = line.charCodeAt(i);
+      this.hash = Math.imul(this.hash ^ c, 0x01000193) >>> 0;
+      this.hash2 = Math.imul(this.hash2 ^ c, 0x5bd1e995) >>> 0;
+    }
+    this.options.trace?.(line);
+  }
+
+  private result(): BrokerSimResult {
+    const failure = this.failure;
+    let violation: BrokerSimResult['violation'] = null;
+    if (failure instanceof SafetyViolation) violation = { property: failure.property, message: failure.message };
+    else if (failure instanceof RaftInvariantError) violation = { property: 'Invariant', message: failure.message };
+    else if (failure !== null) violation = { property: 'Invariant', message: failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure) };
+    const fates = [...this.fates.values()];
+    return {
+      seed: this.options.seed,
+      ok: violation === null,
+      violation,
+      traceHash: this.hash.toString(16).padStart(8, '0') + this.hash2.toString(16).padStart(8, '0'),
+      events: this.events,
+      confirmed: [...this.published.values()].filter((p) => p.confirmed).length,
+      acked: fates.filter((f) => f.settled).length,
+      deadLettered: fates.filter((f) => f.deadLettered).length,
+      crashes: this.crashes,
+      partitions: this.partitions,
+      simulatedMs: this.scheduler.now,
+    };
+  }
+}
+
+export function runBrokerSeed(options: BrokerSimOptions): Promise<BrokerSimResult> {
+  return new BrokerSimulation(options).run();
+}

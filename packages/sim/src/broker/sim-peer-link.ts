@@ -1,0 +1,101 @@
+import { BrokerError, ForwardError, Status, type BrokerNode, type PeerLink } from '@quorumq/server/core';
+import type { Message, NodeId, Random } from '@quorumq/raft';
+
+import { chance, type NetworkFaults, type SimNetwork } from '../network.js';
+import type { Scheduler } from '../scheduler.js';
+
+/** A failed peer call, as grpc-js reports one (UNAVAILABLE: not sent; DEADLINE_EXCEEDED: no answer). */
+class CallError extends Error {
+  readonly metadata = { get: (): string[] => [] };
+  constructor(
+    readonly code: number,
+    readonly details: string,
+  ) {
+    super(details);
+  }
+}
+
+/** Where a simulated peer call goes: the nodes that are up, and the network's faults. */
+export interface SimCluster {
+  readonly scheduler: Scheduler;
+  readonly random: Random;
+  readonly network: SimNetwork;
+  /** The node `id` if it runs now (not crashed, not paused). */
+  live(id: NodeId): BrokerNode | null;
+  faults(): NetworkFaults;
+}
+
+/**
+ * A node's peers over the simulated network: Raft messages as network envelopes, and
+ * forwarded proposals as calls that the network may drop (the caller then times out, the
+ * outcome unknown), delay, or refuse (the peer is down: nothing was sent).
+ */
+export class SimPeerLink implements PeerLink {
+  constructor(
+    private readonly self: NodeId,
+    private readonly cluster: SimCluster,
+    private readonly alive: () => boolean,
+  ) {}
+
+  send(groupId: string, messages: readonly Message[]): void {
+    if (!this.alive()) return;
+    for (const message of messages) this.cluster.network.send({ groupId, message });
+  }
+
+  propose(peer: NodeId, groupId: string, command: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+    const { scheduler, network } = this.cluster;
+    const from = this.self;
+    // The peer's copy of the bytes (a real call serializes them; the leader stamps its own).
+    const bytes = new Uint8Array(command);
+    return new Promise<Uint8Array>((resolve, reject) => {
+      if (this.cluster.live(peer) === null) {
+        reject(new CallError(Status.UNAVAILABLE, `peer ${peer} is unreachable`));
+        return;
+      }
+      let settled = false;
+      const settle = (action: () => void): void => {
+        if (settled || !this.alive()) return;
+        settled = true;
+        action();
+      };
+      scheduler.after(Math.ceil(timeoutMs), `propose-timeout ${from}->${peer}`, () =>
+        settle(() => reject(new CallError(Status.DEADLINE_EXCEEDED, 'deadline exceeded'))),
+      );
+      const answer = (action: () => void): void => this.transmit(peer, from, `propose-reply ${peer}->${from} ${groupId}`, () => settle(action));
+      this.transmit(from, peer, `propose ${from}->${peer} ${groupId}`, () => {
+        const node = this.cluster.live(peer);
+        if (node === null) return;
+        node.handleForwarded(groupId, bytes).then(
+          (reply) => answer(() => resolve(reply)),
+          (error: unknown) => answer(() => reject(asForwardError(error))),
+        );
+      });
+      void network;
+    });
+  }
+
+  /** One message of a call: dropped, or delivered after the network's latency unless the link is cut. */
+  private transmit(from: NodeId, to: NodeId, label: string, deliver: () => void): void {
+    const { scheduler, random, network } = this.cluster;
+    const faults = this.cluster.faults();
+    if (network.isCut(from, to) || chance(random, faults.dropRate)) return;
+    scheduler.after(faults.latencyMs + random.nextInt(faults.jitterMs + 1), label, () => {
+      if (!network.isCut(from, to)) deliver();
+    });
+  }
+
+  isConnected(peer: NodeId): boolean {
+    return this.cluster.live(peer) !== null && !this.cluster.network.isCut(this.self, peer);
+  }
+
+  keepAlive(): void {}
+
+  close(): void {}
+}
+
+/** What the caller of a real Peer.Propose receives for the leader's failure. */
+function asForwardError(error: unknown): ForwardError {
+  if (error instanceof ForwardError) return error;
+  if (error instanceof BrokerError) return new ForwardError(error.code, error.reason, error.message, null);
+  return new ForwardError(Status.INTERNAL, 'INTERNAL', error instanceof Error ? error.message : String(error), null);
+}
