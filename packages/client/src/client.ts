@@ -1,5 +1,6 @@
 import type { ClientReadableStream, StatusObject } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
+import { Reason } from '@quorumq/proto/errors';
 import { QuorumqError, toQuorumqError } from './errors.js';
 import { Consumer, type ConsumeOptions, type DeliveryHandler } from './consumer.js';
 import { DeliveryImpl, type Delivery } from './delivery.js';
@@ -155,7 +156,7 @@ function bindingRequest(binding: Binding): quorumq.v1.BindRequest.$Properties {
   };
   if (binding.queue !== undefined && binding.exchange === undefined) request.queue = binding.queue;
   else if (binding.exchange !== undefined && binding.queue === undefined) request.exchange = binding.exchange;
-  else throw new QuorumqError('a binding needs exactly one of queue or exchange', { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+  else throw new QuorumqError('a binding needs exactly one of queue or exchange', { code: 'INVALID_ARGUMENT', reason: Reason.INVALID_ARGUMENT, retriable: false });
   return request;
 }
 

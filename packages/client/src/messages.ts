@@ -1,5 +1,6 @@
 import { quorumq } from '@quorumq/proto';
 import { deathsFromWire, deathsToWire } from '@quorumq/proto/deaths';
+import { Reason } from '@quorumq/proto/errors';
 import { QuorumqError } from './errors.js';
 import { decodeHeaders, encodeHeaders, type DecodedHeaders, type Headers } from './headers.js';
 import { toWireInt64, wireNumber } from './longs.js';
@@ -105,7 +106,7 @@ export function toBuffer(body: Body): Buffer {
 
 function nonNegative(name: string, value: number | undefined): number | undefined {
   if (value === undefined) return undefined;
-  if (!Number.isFinite(value) || value < 0) throw new QuorumqError(`${name} must be a non-negative number`, { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+  if (!Number.isFinite(value) || value < 0) throw new QuorumqError(`${name} must be a non-negative number`, { code: 'INVALID_ARGUMENT', reason: Reason.INVALID_ARGUMENT, retriable: false });
   return Math.trunc(value);
 }
 
@@ -123,7 +124,7 @@ function encodeProperties(p: MessageProperties | undefined): quorumq.v1.Properti
   if (p.userId !== undefined) out.userId = p.userId;
   if (p.priority !== undefined) {
     if (!Number.isInteger(p.priority) || p.priority < 0 || p.priority > 255) {
-      throw new QuorumqError('priority must be an integer in 0..255', { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+      throw new QuorumqError('priority must be an integer in 0..255', { code: 'INVALID_ARGUMENT', reason: Reason.INVALID_ARGUMENT, retriable: false });
     }
     out.priority = p.priority;
   }
