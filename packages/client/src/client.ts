@@ -475,8 +475,12 @@ export class QuorumqClient {
 
   // ----- lifecycle ------------------------------------------------------------------------
 
-  /** Cancels every consumer, destroys every publisher (flush them first) and closes all channels. */
-  /** Cancels consumers, ends publishers, deletes this session's exclusive queues, closes the channels. */
+  /**
+   * Ends the client: cancels every consumer and waits until the broker ended each subscription
+   * (as `consumer.close()` does), deletes this session's exclusive queues (best effort: if that
+   * fails, their leases run out on the brokers), destroys every publisher (flush them first if
+   * you need their outcomes) and closes all channels.
+   */
   async close(): Promise<void> {
     clearInterval(this.keepAlive);
     // Each resolves once the broker ended that subscription.
