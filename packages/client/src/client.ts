@@ -1,5 +1,6 @@
 import type { ClientReadableStream, StatusObject } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
+import { Reason } from '@quorumq/proto/errors';
 import { QuorumqError, toQuorumqError } from './errors.js';
 import { Consumer, type ConsumeOptions, type DeliveryHandler } from './consumer.js';
 import { DeliveryImpl, type Delivery } from './delivery.js';
@@ -155,7 +156,7 @@ function bindingRequest(binding: Binding): quorumq.v1.BindRequest.$Properties {
   };
   if (binding.queue !== undefined && binding.exchange === undefined) request.queue = binding.queue;
   else if (binding.exchange !== undefined && binding.queue === undefined) request.exchange = binding.exchange;
-  else throw new QuorumqError('a binding needs exactly one of queue or exchange', { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+  else throw new QuorumqError('a binding needs exactly one of queue or exchange', { code: 'INVALID_ARGUMENT', reason: Reason.INVALID_ARGUMENT, retriable: false });
   return request;
 }
 
@@ -474,8 +475,12 @@ export class QuorumqClient {
 
   // ----- lifecycle ------------------------------------------------------------------------
 
-  /** Cancels every consumer, destroys every publisher (flush them first) and closes all channels. */
-  /** Cancels consumers, ends publishers, deletes this session's exclusive queues, closes the channels. */
+  /**
+   * Ends the client: cancels every consumer and waits until the broker ended each subscription
+   * (as `consumer.close()` does), deletes this session's exclusive queues (best effort: if that
+   * fails, their leases run out on the brokers), destroys every publisher (flush them first if
+   * you need their outcomes) and closes all channels.
+   */
   async close(): Promise<void> {
     clearInterval(this.keepAlive);
     // Each resolves once the broker ended that subscription.

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ClientDuplexStream, StatusObject } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
-import { QuorumqError, brokenStreamError, toQuorumqError } from './errors.js';
+import { QuorumqError, SdkReason, brokenStreamError, toQuorumqError } from './errors.js';
 import { DeliveryImpl, type Delivery } from './delivery.js';
 import { wireNumber } from './longs.js';
 import { shouldFailover, type Transport } from './transport.js';
@@ -123,7 +123,7 @@ export class Consumer implements AsyncIterable<Delivery> {
   ready(): Promise<void> {
     if (this.subscribed) return Promise.resolve();
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (this.done) return Promise.reject(new QuorumqError('the consumer was cancelled', { code: 'CANCELLED', reason: 'CONSUMER_CANCELLED', retriable: false }));
+    if (this.done) return Promise.reject(new QuorumqError('the consumer was cancelled', { code: 'CANCELLED', reason: SdkReason.CONSUMER_CANCELLED, retriable: false }));
     return new Promise((resolve, reject) => this.readyWaiters.push({ resolve, reject }));
   }
 
@@ -224,7 +224,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     for (const d of this.unsettled.values()) d.settledFlag = true;
     this.unsettled.clear();
     this.endIteration();
-    const readyError = error ?? new QuorumqError('the consumer was cancelled', { code: 'CANCELLED', reason: 'CONSUMER_CANCELLED', retriable: false });
+    const readyError = error ?? new QuorumqError('the consumer was cancelled', { code: 'CANCELLED', reason: SdkReason.CONSUMER_CANCELLED, retriable: false });
     for (const waiter of this.readyWaiters.splice(0)) waiter.reject(readyError);
     for (const wake of this.settledWaiters.splice(0)) wake();
     void this.closing.then(() => {

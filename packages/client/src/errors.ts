@@ -1,11 +1,25 @@
 import { Metadata, status } from '@grpc/grpc-js';
+import { LEADER_TRAILER, REASON_TRAILER } from '@quorumq/proto/errors';
 
-/** The trailer naming the address of the queue's leader (on UNAVAILABLE and friends). */
-export const LEADER_TRAILER = 'quorumq-leader';
-/** The trailer carrying a stable, machine-readable reason, e.g. "QUEUE_NOT_FOUND". */
-export const REASON_TRAILER = 'quorumq-reason';
+// The trailers (and every reason a node sends, `Reason`) are the wire contract's: @quorumq/proto/errors.
+export { LEADER_TRAILER, REASON_TRAILER };
+
+/** The reasons the SDK sets itself, in {@link QuorumqError.reason}; a node never sends them. */
+export const SdkReason = Object.freeze({
+  /** A stream broke under a call (node died, connection lost): retriable. */
+  STREAM_BROKEN: 'STREAM_BROKEN',
+  /** A call on a client after `close()`. */
+  CLIENT_CLOSED: 'CLIENT_CLOSED',
+  /** A publish on a publisher after `close()` or `destroy()`. */
+  PUBLISHER_CLOSED: 'PUBLISHER_CLOSED',
+  /** Waiting on a consumer that was cancelled. */
+  CONSUMER_CANCELLED: 'CONSUMER_CANCELLED',
+  /** A publish outcome this SDK does not know (from a newer broker), without a reason of its own. */
+  UNKNOWN_OUTCOME: 'UNKNOWN_OUTCOME',
+} as const);
+
 /** The reason the SDK reports when a stream broke under a call (node died, connection lost). */
-export const STREAM_BROKEN = 'STREAM_BROKEN';
+export const STREAM_BROKEN = SdkReason.STREAM_BROKEN;
 
 /** gRPC status names, e.g. 'NOT_FOUND'. */
 export type StatusName = keyof typeof status;

@@ -18,7 +18,10 @@ export type {
 export { Consumer } from './consumer.js';
 export type { ConsumeOptions, ConsumerEvent, DeliveryHandler } from './consumer.js';
 export type { AckOptions, Delivery, NackOptions, RejectOptions } from './delivery.js';
-export { LEADER_TRAILER, QuorumqError, REASON_TRAILER, STREAM_BROKEN, isRetriable } from './errors.js';
+export { LEADER_TRAILER, QuorumqError, REASON_TRAILER, STREAM_BROKEN, SdkReason, isRetriable } from './errors.js';
+/** Every reason a node sends in `QuorumqError.reason` (the wire contract's list). */
+export { Reason } from '@quorumq/proto/errors';
+export type { ReasonName } from '@quorumq/proto/errors';
 export type { QuorumqErrorInit } from './errors.js';
 export { decodeHeaderValue, decodeHeaders, encodeHeaderValue, encodeHeaders } from './headers.js';
 export type { DecodedHeaders, HeaderValue, Headers } from './headers.js';

@@ -1,4 +1,6 @@
 import { quorumq } from '@quorumq/proto';
+import { deathsFromWire, deathsToWire } from '@quorumq/proto/deaths';
+import { Reason } from '@quorumq/proto/errors';
 import { QuorumqError } from './errors.js';
 import { decodeHeaders, encodeHeaders, type DecodedHeaders, type Headers } from './headers.js';
 import { toWireInt64, wireNumber } from './longs.js';
@@ -104,7 +106,7 @@ export function toBuffer(body: Body): Buffer {
 
 function nonNegative(name: string, value: number | undefined): number | undefined {
   if (value === undefined) return undefined;
-  if (!Number.isFinite(value) || value < 0) throw new QuorumqError(`${name} must be a non-negative number`, { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+  if (!Number.isFinite(value) || value < 0) throw new QuorumqError(`${name} must be a non-negative number`, { code: 'INVALID_ARGUMENT', reason: Reason.INVALID_ARGUMENT, retriable: false });
   return Math.trunc(value);
 }
 
@@ -122,7 +124,7 @@ function encodeProperties(p: MessageProperties | undefined): quorumq.v1.Properti
   if (p.userId !== undefined) out.userId = p.userId;
   if (p.priority !== undefined) {
     if (!Number.isInteger(p.priority) || p.priority < 0 || p.priority > 255) {
-      throw new QuorumqError('priority must be an integer in 0..255', { code: 'INVALID_ARGUMENT', reason: 'INVALID_ARGUMENT', retriable: false });
+      throw new QuorumqError('priority must be an integer in 0..255', { code: 'INVALID_ARGUMENT', reason: Reason.INVALID_ARGUMENT, retriable: false });
     }
     out.priority = p.priority;
   }
@@ -146,18 +148,13 @@ export function encodeMessage(routingKey: string, body: Body, options: PublishOp
   if (delay !== undefined) message.delayMs = delay;
   if (options.notBefore !== undefined) message.notBeforeMs = options.notBefore instanceof Date ? options.notBefore.getTime() : options.notBefore;
   if (options.deaths !== undefined && options.deaths.length > 0) {
-    message.deaths = options.deaths.map((d) => ({
-      queue: d.queue,
-      reason: d.reason,
-      count: d.count,
-      exchange: d.exchange,
-      routingKeys: [...d.routingKeys],
-      firstTimeMs: d.firstTime.getTime(),
-      lastTimeMs: d.lastTime.getTime(),
-      ...(d.originalExpirationMs === undefined ? {} : { originalExpirationMs: d.originalExpirationMs }),
+    const records = options.deaths.map((d) => ({
+      ...d,
+      firstTime: d.firstTime.getTime(),
+      lastTime: d.lastTime.getTime(),
+      originalExpirationMs: d.originalExpirationMs ?? null,
     }));
-    if (options.firstDeath !== undefined) message.firstDeath = { ...options.firstDeath };
-    if (options.lastDeath !== undefined) message.lastDeath = { ...options.lastDeath };
+    Object.assign(message, deathsToWire({ records, first: options.firstDeath ?? null, last: options.lastDeath ?? null }));
   }
   return message;
 }
@@ -198,38 +195,33 @@ export function decodeProperties(p: quorumq.v1.Properties.$Properties | null | u
   return out;
 }
 
-function decodeSummary(s: quorumq.v1.DeathSummary.$Properties | null | undefined): DeathSummary | undefined {
-  if (s === null || s === undefined) return undefined;
-  return { reason: s.reason ?? '', queue: s.queue ?? '', exchange: s.exchange ?? '' };
-}
-
-function decodeDeath(d: quorumq.v1.DeathRecord.$Properties): DeathRecord {
-  const record: DeathRecord = {
-    queue: d.queue ?? '',
-    reason: d.reason ?? '',
-    count: wireNumber(d.count),
-    exchange: d.exchange ?? '',
-    routingKeys: [...(d.routingKeys ?? [])],
-    firstTime: new Date(wireNumber(d.firstTimeMs)),
-    lastTime: new Date(wireNumber(d.lastTimeMs)),
+/** A message's death records as the SDK shows them (times as Dates); none when it has none. */
+function decodeDeaths(m: quorumq.v1.Message.$Properties | null | undefined): Pick<ReceivedMessage, 'deaths' | 'firstDeath' | 'lastDeath'> {
+  const deaths = deathsFromWire(m);
+  if (deaths === null) return { deaths: [] };
+  return {
+    deaths: deaths.records.map((r) => ({
+      queue: r.queue,
+      reason: r.reason,
+      count: r.count,
+      exchange: r.exchange,
+      routingKeys: r.routingKeys,
+      firstTime: new Date(r.firstTime),
+      lastTime: new Date(r.lastTime),
+      ...(r.originalExpirationMs === null ? {} : { originalExpirationMs: r.originalExpirationMs }),
+    })),
+    firstDeath: deaths.first,
+    lastDeath: deaths.last,
   };
-  return present(d.originalExpirationMs) ? { ...record, originalExpirationMs: wireNumber(d.originalExpirationMs) } : record;
 }
 
 export function decodeMessage(m: quorumq.v1.Message.$Properties | null | undefined): ReceivedMessage {
   const body = m?.body ?? new Uint8Array(0);
-  const message: ReceivedMessage = {
+  return {
     body: Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength),
     routingKey: m?.routingKey ?? '',
     properties: decodeProperties(m?.properties),
     headers: decodeHeaders(m?.headers),
-    deaths: (m?.deaths ?? []).map(decodeDeath),
-  };
-  const firstDeath = decodeSummary(m?.firstDeath);
-  const lastDeath = decodeSummary(m?.lastDeath);
-  return {
-    ...message,
-    ...(firstDeath === undefined ? {} : { firstDeath }),
-    ...(lastDeath === undefined ? {} : { lastDeath }),
+    ...decodeDeaths(m),
   };
 }

@@ -1,6 +1,6 @@
 import type { ClientDuplexStream, StatusObject } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
-import { QuorumqError, brokenStreamError, toQuorumqError } from './errors.js';
+import { QuorumqError, SdkReason, brokenStreamError, toQuorumqError } from './errors.js';
 import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { toPublishResult, type PublishResult } from './results.js';
 import { shouldFailover, type Transport } from './transport.js';
@@ -353,5 +353,5 @@ export class Publisher {
 }
 
 function closedError(): QuorumqError {
-  return new QuorumqError('the publisher is closed', { code: 'CANCELLED', reason: 'PUBLISHER_CLOSED', retriable: false });
+  return new QuorumqError('the publisher is closed', { code: 'CANCELLED', reason: SdkReason.PUBLISHER_CLOSED, retriable: false });
 }

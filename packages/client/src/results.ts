@@ -1,5 +1,5 @@
 import { quorumq } from '@quorumq/proto';
-import { QuorumqError, statusName } from './errors.js';
+import { QuorumqError, SdkReason, statusName } from './errors.js';
 import { decodeMessage, type ReceivedMessage } from './messages.js';
 
 /** How the broker settled a publish (FAILED is reported as a rejected promise instead). */
@@ -38,7 +38,7 @@ export function toPublishResult(response: quorumq.v1.PublishResponse.$Properties
       return throwFailed(code === 'OK' ? 'UNKNOWN' : code, reason, node);
     }
     default:
-      return throwFailed('INTERNAL', reason === '' ? 'UNKNOWN_OUTCOME' : reason, node, `unknown publish outcome ${String(response.outcome)}`);
+      return throwFailed('INTERNAL', reason === '' ? SdkReason.UNKNOWN_OUTCOME : reason, node, `unknown publish outcome ${String(response.outcome)}`);
   }
 }
 

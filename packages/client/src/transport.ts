@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { MethodDefinition } from '@grpc/grpc-js';
-import { QuorumqError, toQuorumqError } from './errors.js';
+import { SESSION_METADATA } from '@quorumq/proto/errors';
+import { QuorumqError, SdkReason, toQuorumqError } from './errors.js';
 
 /** Connection and retry settings shared by every call of a client. */
 export interface TransportOptions {
@@ -64,8 +65,6 @@ export const DEFAULT_CHANNEL_OPTIONS: Readonly<grpc.ClientOptions> = {
   'grpc.keepalive_timeout_ms': 3_000,
 };
 
-/** gRPC metadata naming the client's session on every call. */
-export const SESSION_METADATA = 'quorumq-session';
 
 function sessionInterceptor(sessionId: string): grpc.Interceptor {
   return (options, nextCall) =>
@@ -132,7 +131,7 @@ export class Transport {
   }
 
   client(address: string): grpc.Client {
-    if (this.closed) throw new QuorumqError('the client is closed', { code: 'CANCELLED', reason: 'CLIENT_CLOSED', retriable: false });
+    if (this.closed) throw new QuorumqError('the client is closed', { code: 'CANCELLED', reason: SdkReason.CLIENT_CLOSED, retriable: false });
     let client = this.clients.get(address);
     if (client === undefined) {
       client = new grpc.Client(address, this.credentials, { ...this.channelOptions, interceptors: [sessionInterceptor(this.sessionId)] });

@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { QuorumqError, isRetriable, toQuorumqError } from '../src/errors.js';
+import { QuorumqError, SdkReason, isRetriable, toQuorumqError } from '../src/errors.js';
+import { Reason } from '../src/index.js';
 
 function serviceError(code: grpc.status, details: string, trailers: Record<string, string>): grpc.ServiceError {
   const metadata = new grpc.Metadata();
@@ -50,5 +51,14 @@ describe('QuorumqError', () => {
     expect(error.retriable).toBe(true);
     const other = toQuorumqError(new TypeError('boom'));
     expect([other.code, other.retriable, other.message]).toEqual(['UNKNOWN', false, 'boom']);
+  });
+});
+
+describe('reasons', () => {
+  it("the SDK's own reasons are none a node sends, and both lists are exported", () => {
+    const sent: readonly string[] = Object.values(Reason);
+    expect(Object.values(SdkReason).filter((reason) => sent.includes(reason))).toEqual([]);
+    expect(Object.values(SdkReason)).toContain('STREAM_BROKEN');
+    expect(sent).toEqual(expect.arrayContaining(['QUEUE_NOT_FOUND', 'NOT_LEADER', 'OUTCOME_UNKNOWN', 'RESOURCE_LOCKED', 'DISK_ALARM']));
   });
 });

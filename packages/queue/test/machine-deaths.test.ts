@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deathHeaders, isDeadLetterCycle, recordDeath, type Death, type Deaths } from '../src/machine/index.js';
+import { isDeadLetterCycle, recordDeath, type Death, type Deaths } from '../src/machine/index.js';
 
 const death = (queue: string, reason: Death['reason'], time: number, originalExpirationMs: number | null = null): Death => ({
   queue,
@@ -41,22 +41,6 @@ describe('spec 5: death records', () => {
     const snapshot = JSON.stringify(first);
     recordDeath(first, death('q', 'rejected', 2));
     expect(JSON.stringify(first)).toBe(snapshot);
-  });
-
-  it('the same data in the RabbitMQ header form (x-death, x-first-death-*, x-last-death-*)', () => {
-    const headers = deathHeaders(chain(death('work', 'rejected', 1_000), death('retry', 'expired', 62_500, 60_000)));
-    expect(headers).toEqual({
-      'x-death': [
-        { count: 1, reason: 'expired', queue: 'retry', time: 62, exchange: 'work-ex', 'routing-keys': ['job'], 'original-expiration': '60000' },
-        { count: 1, reason: 'rejected', queue: 'work', time: 1, exchange: 'work-ex', 'routing-keys': ['job'] },
-      ],
-      'x-first-death-reason': 'rejected',
-      'x-first-death-queue': 'work',
-      'x-first-death-exchange': 'work-ex',
-      'x-last-death-reason': 'expired',
-      'x-last-death-queue': 'retry',
-      'x-last-death-exchange': 'work-ex',
-    });
   });
 });
 

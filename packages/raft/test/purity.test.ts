@@ -1,42 +1,13 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+/**
+ * The Raft core is deterministic: the same seed and inputs give the same outputs. Its source
+ * (no clock, timers, randomness, I/O, asynchrony or outside imports) is checked, with the
+ * queue machine's, by packages/queue/test/purity.test.ts.
+ */
 import { describe, expect, test } from 'vitest';
 import { RaftNode, createRandom } from '../src/index.js';
 import { TestCluster } from './cluster.js';
 
-const SOURCE_DIR = join(import.meta.dirname, '..', 'src');
-
-/** Everything that would make the core depend on the world instead of its inputs. */
-const FORBIDDEN: ReadonlyArray<[RegExp, string]> = [
-  [/\bDate\b/, 'the clock (Date)'],
-  [/\bperformance\s*\./, 'the clock (performance)'],
-  [/\bprocess\s*\./, 'the process'],
-  [/\bMath\.random\b/, 'unseeded randomness'],
-  [/\bcrypto\b/, 'randomness (crypto)'],
-  [/\bset(Timeout|Interval|Immediate)\b|\bqueueMicrotask\b/, 'timers'],
-  [/\bawait\b|\basync\b|\bPromise\b/, 'asynchrony'],
-  [/from\s+['"](node:|fs|path|os|net|http|child_process|worker_threads)/, 'Node modules'],
-  [/\brequire\s*\(/, 'dynamic loading'],
-];
-
-describe('the Raft core is pure', () => {
-  const files = readdirSync(SOURCE_DIR).filter((name) => name.endsWith('.ts'));
-
-  test('its source has files to check', () => {
-    expect(files).toContain('raft.ts');
-    expect(files).toContain('log.ts');
-  });
-
-  for (const file of files) {
-    test(`${file} uses no clock, timers, randomness, I/O or asynchrony`, () => {
-      const source = readFileSync(join(SOURCE_DIR, file), 'utf8')
-        .replace(/\/\*[\s\S]*?\*\//g, '')
-        .replace(/\/\/.*$/gm, '');
-      const found = FORBIDDEN.filter(([pattern]) => pattern.test(source)).map(([, what]) => what);
-      expect(found, `${file} reaches for ${found.join(', ')}`).toEqual([]);
-    });
-  }
-
+describe('the Raft core is deterministic', () => {
   test('the same seed and inputs give the same messages, byte for byte', () => {
     const run = (): string => {
       const cluster = new TestCluster(['a', 'b', 'c'], {}, 42);

@@ -1,11 +1,13 @@
 /**
  * Errors a client sees. Each one is a gRPC status with a message a person understands, a
  * stable machine-readable reason in the `quorumq-reason` trailer and, for UNAVAILABLE, the
- * address of the known leader in `quorumq-leader`.
+ * address of the known leader in `quorumq-leader`. The trailers and the reasons are the wire
+ * contract's (`@quorumq/proto/errors`, shared with the SDK): use `Reason.X`, not a literal.
  */
 import { Metadata, status as Status, type ServiceError } from '@grpc/grpc-js';
+import { LEADER_TRAILER, REASON_TRAILER, Reason } from '@quorumq/proto/errors';
 
-export { Status };
+export { Reason, Status };
 
 export class BrokerError extends Error {
   constructor(
@@ -21,14 +23,14 @@ export class BrokerError extends Error {
 
   toServiceError(): Partial<ServiceError> {
     const metadata = new Metadata();
-    metadata.set('quorumq-reason', this.reason);
-    if (this.leaderAddress !== null) metadata.set('quorumq-leader', this.leaderAddress);
+    metadata.set(REASON_TRAILER, this.reason);
+    if (this.leaderAddress !== null) metadata.set(LEADER_TRAILER, this.leaderAddress);
     return { code: this.code, details: this.message, metadata };
   }
 }
 
 export const notFound = (reason: string, message: string): BrokerError => new BrokerError(Status.NOT_FOUND, reason, message);
-export const invalidArgument = (message: string, reason = 'INVALID_ARGUMENT'): BrokerError =>
+export const invalidArgument = (message: string, reason: string = Reason.INVALID_ARGUMENT): BrokerError =>
   new BrokerError(Status.INVALID_ARGUMENT, reason, message);
 export const failedPrecondition = (reason: string, message: string): BrokerError =>
   new BrokerError(Status.FAILED_PRECONDITION, reason, message);
@@ -45,7 +47,7 @@ export function toServiceError(error: unknown): Partial<ServiceError> {
     return { code: error.code, details: error.details, metadata: error.metadata };
   }
   const message = error instanceof Error ? error.message : String(error);
-  return new BrokerError(Status.INTERNAL, 'INTERNAL', `internal error: ${message}`).toServiceError();
+  return new BrokerError(Status.INTERNAL, Reason.INTERNAL, `internal error: ${message}`).toServiceError();
 }
 
 export function isServiceError(error: unknown): error is ServiceError {

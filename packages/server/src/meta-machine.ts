@@ -4,6 +4,7 @@
  * Raft group). Every node runs it; the node reconciles its queue replicas with it.
  * Deterministic: the proposer chooses a new queue's members and puts them in the command.
  */
+import { Reason } from '@quorumq/proto/errors';
 import {
   Topology,
   argumentMismatch,
@@ -124,7 +125,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
 
   private applyTopology(command: TopologyCommand): MetaReply {
     if (command.type === 'declareQueue' || command.type === 'deleteQueue') {
-      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'MALFORMED_COMMAND', message: 'queues are declared with declareQueue' };
+      return { ok: false, code: 'INVALID_ARGUMENT', reason: Reason.MALFORMED_COMMAND, message: 'queues are declared with declareQueue' };
     }
     const reply = this.topology.apply(command);
     if (reply.ok) return { ok: true, changed: reply.changed };
@@ -138,13 +139,13 @@ export class MetaMachine implements GroupMachine<MetaReply> {
       return { ok: true, changed: false, queue: existing };
     }
     const problem = queueNameProblem(command.name);
-    if (problem !== null) return { ok: false, code: 'INVALID_ARGUMENT', reason: 'INVALID_QUEUE_NAME', message: problem };
+    if (problem !== null) return { ok: false, code: 'INVALID_ARGUMENT', reason: Reason.INVALID_QUEUE_NAME, message: problem };
     let args: QueueArguments;
     try {
       args = parseQueueArguments(command.args);
     } catch (error) {
       const message = error instanceof QueueArgumentError || error instanceof Error ? error.message : String(error);
-      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'INVALID_QUEUE_ARGUMENT', message };
+      return { ok: false, code: 'INVALID_ARGUMENT', reason: Reason.INVALID_QUEUE_ARGUMENT, message };
     }
     const warnings = argumentWarnings(args);
     if (args.deadLetterExchange !== null && args.deadLetterRoutingKey === null) {
@@ -162,7 +163,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
         return {
           ok: false,
           code: 'FAILED_PRECONDITION',
-          reason: 'ARGUMENT_MISMATCH',
+          reason: Reason.ARGUMENT_MISMATCH,
           message:
             `queue ${JSON.stringify(command.name)} exists with ${differing} = ${JSON.stringify(existing.args[differing])}, ` +
             `the declare asked for ${JSON.stringify(args[differing])}`,
@@ -171,7 +172,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
       return { ok: true, changed: false, warnings, queue: existing };
     }
     if (command.members.length === 0) {
-      return { ok: false, code: 'INVALID_ARGUMENT', reason: 'NO_MEMBERS', message: 'a queue needs at least one replica' };
+      return { ok: false, code: 'INVALID_ARGUMENT', reason: Reason.NO_MEMBERS, message: 'a queue needs at least one replica' };
     }
     const reply = this.topology.apply({ type: 'declareQueue', name: command.name });
     if (!reply.ok) {
@@ -191,11 +192,11 @@ export class MetaMachine implements GroupMachine<MetaReply> {
 
 /** The reply to a metadata command that cannot be applied (see meta-command.ts). */
 export function malformedCommand(problem: string): MetaReply {
-  return { ok: false, code: 'INVALID_ARGUMENT', reason: 'MALFORMED_COMMAND', message: `malformed metadata command: ${problem}` };
+  return { ok: false, code: 'INVALID_ARGUMENT', reason: Reason.MALFORMED_COMMAND, message: `malformed metadata command: ${problem}` };
 }
 
 export function notFoundQueue(name: string): MetaReply {
-  return { ok: false, code: 'NOT_FOUND', reason: 'QUEUE_NOT_FOUND', message: `queue ${JSON.stringify(name)} does not exist` };
+  return { ok: false, code: 'NOT_FOUND', reason: Reason.QUEUE_NOT_FOUND, message: `queue ${JSON.stringify(name)} does not exist` };
 }
 
 export function queueNameProblem(name: string): string | null {
@@ -206,7 +207,7 @@ export function queueNameProblem(name: string): string | null {
 }
 
 function topologyReason(code: MetaErrorCode, message: string): string {
-  if (code === 'NOT_FOUND') return message.includes('queue') && !message.includes('exchange') ? 'QUEUE_NOT_FOUND' : 'EXCHANGE_NOT_FOUND';
-  if (code === 'FAILED_PRECONDITION') return message.includes('type') ? 'ARGUMENT_MISMATCH' : 'PRECONDITION_FAILED';
+  if (code === 'NOT_FOUND') return message.includes('queue') && !message.includes('exchange') ? Reason.QUEUE_NOT_FOUND : Reason.EXCHANGE_NOT_FOUND;
+  if (code === 'FAILED_PRECONDITION') return message.includes('type') ? Reason.ARGUMENT_MISMATCH : Reason.PRECONDITION_FAILED;
   return code;
 }

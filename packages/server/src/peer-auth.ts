@@ -11,12 +11,11 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Metadata, status as Status } from '@grpc/grpc-js';
+import { PEER_NODE_ID_METADATA, PEER_SECRET_METADATA } from '@quorumq/proto/errors';
 import type { NodeId } from '@quorumq/raft';
 
-/** Metadata key of the caller's node id. */
-export const PEER_NODE_ID_METADATA = 'quorumq-node-id';
-/** Metadata key of the cluster secret. */
-export const PEER_SECRET_METADATA = 'quorumq-cluster-secret';
+// The metadata keys of the caller's node id and of the cluster secret (the wire contract's).
+export { PEER_NODE_ID_METADATA, PEER_SECRET_METADATA };
 
 export const UNAUTHENTICATED_PEER = 'peer services are for the nodes of this cluster: the call has no valid cluster credentials';
 

@@ -8,6 +8,7 @@
  * also the id of the message it enqueues: ids grow with the log, as the machine requires.
  */
 import { quorumq } from '@quorumq/proto';
+import { deathsToWire, xDeathHeaders } from '@quorumq/proto/deaths';
 import {
   apply,
   commandTypeProblem,
@@ -252,61 +253,17 @@ export function streamDeliveryOf(queue: string, consumerTag: string, delivered: 
   return deliveryOf(queue, consumerTag, delivered, stored === undefined ? undefined : decodeStored(stored));
 }
 
-/** The delivery a consumer receives: the stored message with the broker-set fields. */
+/**
+ * The delivery a consumer receives: the stored message with the broker-set fields, its death
+ * records (the machine's, not any the stored copy had) and their x-death headers (spec 5).
+ */
 export function deliveryOf(
   queue: string,
   consumerTag: string,
   delivered: DeliveredMessage,
   stored: pb.Message.$Properties | undefined,
 ): pb.Delivery.$Properties {
-  const message: pb.Message.$Properties = stored === undefined ? { body: new Uint8Array(0) } : { ...stored };
-  message.deaths = [];
-  message.firstDeath = null;
-  message.lastDeath = null;
-  const deaths = delivered.deaths;
-  if (deaths !== null) {
-    message.deaths = deaths.records.map((r) => ({
-      queue: r.queue,
-      reason: r.reason,
-      count: r.count,
-      exchange: r.exchange,
-      routingKeys: [...r.routingKeys],
-      firstTimeMs: r.firstTime,
-      lastTimeMs: r.lastTime,
-      originalExpirationMs: r.originalExpirationMs,
-    }));
-    message.firstDeath = { ...deaths.first };
-    message.lastDeath = { ...deaths.last };
-    message.headers = { ...(stored?.headers ?? {}), ...xDeathHeaders(deaths) };
-  }
+  const message: pb.Message.$Properties = { ...(stored ?? { body: new Uint8Array(0) }), ...deathsToWire(delivered.deaths) };
+  if (delivered.deaths !== null) message.headers = { ...(stored?.headers ?? {}), ...xDeathHeaders(delivered.deaths) };
   return { ...deliveryFields(queue, consumerTag, delivered), message };
-}
-
-type Deaths = NonNullable<DeliveredMessage['deaths']>;
-
-const str = (value: string): pb.HeaderValue.$Properties => ({ stringValue: value });
-
-/** Spec 5: the RabbitMQ header form of the death records, for code that reads headers. */
-export function xDeathHeaders(deaths: Deaths): Record<string, pb.HeaderValue.$Properties> {
-  const xDeath: pb.HeaderValue.$Properties[] = deaths.records.map((r) => {
-    const entries: Record<string, pb.HeaderValue.$Properties> = {
-      count: { intValue: r.count },
-      reason: str(r.reason),
-      queue: str(r.queue),
-      time: { timestampMs: r.firstTime },
-      exchange: str(r.exchange),
-      'routing-keys': { listValue: { values: r.routingKeys.map(str) } },
-    };
-    if (r.originalExpirationMs !== null) entries['original-expiration'] = str(String(r.originalExpirationMs));
-    return { mapValue: { entries } };
-  });
-  return {
-    'x-death': { listValue: { values: xDeath } },
-    'x-first-death-reason': str(deaths.first.reason),
-    'x-first-death-queue': str(deaths.first.queue),
-    'x-first-death-exchange': str(deaths.first.exchange),
-    'x-last-death-reason': str(deaths.last.reason),
-    'x-last-death-queue': str(deaths.last.queue),
-    'x-last-death-exchange': str(deaths.last.exchange),
-  };
 }

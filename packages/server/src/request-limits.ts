@@ -9,7 +9,7 @@
 import { Reader } from '@quorumq/proto';
 
 import type { NodeConfig } from './config.js';
-import { invalidArgument, resourceExhausted } from './errors.js';
+import { Reason, invalidArgument, resourceExhausted } from './errors.js';
 
 /** The limits of config.ts (documented in docs/configuration.md). */
 export type RequestLimits = Pick<
@@ -38,7 +38,7 @@ const SETTLES_SETTLE = tag(1, WIRE_LENGTH_DELIMITED);
 function fieldEnd(reader: Reader, end: number): number {
   const length = reader.uint32();
   const fieldEnds = reader.pos + length;
-  if (fieldEnds > end) throw invalidArgument('malformed request: a field runs past the end of the message holding it', 'MALFORMED_REQUEST');
+  if (fieldEnds > end) throw invalidArgument('malformed request: a field runs past the end of the message holding it', Reason.MALFORMED_REQUEST);
   return fieldEnds;
 }
 
@@ -52,7 +52,7 @@ class HeaderBudget {
     this.values += 1;
     if (this.values > this.limits.maxHeadersPerMessage) {
       throw resourceExhausted(
-        'TOO_MANY_HEADERS',
+        Reason.TOO_MANY_HEADERS,
         `a message carries more than max_headers_per_message (${this.limits.maxHeadersPerMessage}) header values (nested values and death records included)`,
       );
     }
@@ -60,7 +60,7 @@ class HeaderBudget {
 
   nested(depth: number): void {
     if (depth > this.limits.maxHeaderDepth) {
-      throw resourceExhausted('HEADERS_TOO_DEEP', `a header value nests tables or arrays deeper than max_header_depth (${this.limits.maxHeaderDepth})`);
+      throw resourceExhausted(Reason.HEADERS_TOO_DEEP, `a header value nests tables or arrays deeper than max_header_depth (${this.limits.maxHeaderDepth})`);
     }
   }
 }
@@ -130,7 +130,7 @@ export function checkMessageBytes(bytes: Uint8Array, limits: RequestLimits): voi
     const end = fieldEnd(reader, reader.len);
     headerBytes += end - start;
     if (headerBytes > limits.maxHeaderBytes) {
-      throw resourceExhausted('HEADERS_TOO_LARGE', `a message's headers and death records exceed max_header_bytes (${limits.maxHeaderBytes} bytes)`);
+      throw resourceExhausted(Reason.HEADERS_TOO_LARGE, `a message's headers and death records exceed max_header_bytes (${limits.maxHeaderBytes} bytes)`);
     }
     if (t === MESSAGE_HEADERS) scanEntry(reader, end, 0, budget);
     else if (t === MESSAGE_DEATHS) scanDeath(reader, end, budget);
@@ -155,7 +155,7 @@ export function checkPublishCount(bytes: Uint8Array, limits: RequestLimits): voi
   const count = countField(bytes, tag(1, WIRE_LENGTH_DELIMITED));
   if (count > limits.maxPublishesPerBatch) {
     throw resourceExhausted(
-      'BATCH_TOO_LARGE',
+      Reason.BATCH_TOO_LARGE,
       `a publish batch of ${count} publishes exceeds max_publishes_per_batch (${limits.maxPublishesPerBatch}); send it as several batches`,
     );
   }
@@ -179,7 +179,7 @@ export function checkConsumeRequest(bytes: Uint8Array, limits: RequestLimits): v
     }
   }
   if (count > limits.maxSettlesPerRequest) {
-    throw resourceExhausted('BATCH_TOO_LARGE', `a settle batch of ${count} settles exceeds max_settles_per_request (${limits.maxSettlesPerRequest})`);
+    throw resourceExhausted(Reason.BATCH_TOO_LARGE, `a settle batch of ${count} settles exceeds max_settles_per_request (${limits.maxSettlesPerRequest})`);
   }
 }
 

@@ -9,7 +9,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
-import { BrokerError, Status } from './errors.js';
+import { BrokerError, Reason, Status } from './errors.js';
 import { BrokerNode } from './node.js';
 import { addReflection } from './reflection.js';
 import { responseSentInterceptor } from './response-sent.js';
@@ -147,7 +147,7 @@ export async function startNode(
               return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message, leaderId: error.leaderId ?? '' };
             }
             if (error instanceof BrokerError) return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message };
-            return { errorCode: Status.INTERNAL, errorReason: 'INTERNAL', errorMessage: error instanceof Error ? error.message : String(error) };
+            return { errorCode: Status.INTERNAL, errorReason: Reason.INTERNAL, errorMessage: error instanceof Error ? error.message : String(error) };
           },
         ),
       );

@@ -20,7 +20,7 @@ import {
   type ServerInterceptor,
 } from '@grpc/grpc-js';
 
-import { BrokerError, invalidArgument } from './errors.js';
+import { BrokerError, Reason, invalidArgument } from './errors.js';
 
 type PartialStatusObject = Parameters<ServerInterceptingCallInterface['sendStatus']>[0];
 type InterceptingServerListener = Parameters<ServerInterceptingCallInterface['start']>[0];
@@ -43,7 +43,7 @@ export function lenient<T>(method: string, deserialize: (bytes: Buffer) => T): (
     } catch (error) {
       if (error instanceof BrokerError) return new UnreadableRequest(error);
       const why = error instanceof Error ? error.message : String(error);
-      return new UnreadableRequest(invalidArgument(`malformed ${method} request (${bytes.byteLength} bytes): ${why}`, 'MALFORMED_REQUEST'));
+      return new UnreadableRequest(invalidArgument(`malformed ${method} request (${bytes.byteLength} bytes): ${why}`, Reason.MALFORMED_REQUEST));
     }
   };
 }

@@ -56,50 +56,6 @@ export function recordDeath(previous: Deaths | null, death: Death): Deaths {
   return { records: [record, ...others], first: previous?.first ?? summary, last: summary };
 }
 
-/** One entry of the RabbitMQ `x-death` header, as clients of RabbitMQ read it. */
-export interface XDeathEntry {
-  readonly count: number;
-  readonly reason: DeadLetterReason;
-  readonly queue: string;
-  /** AMQP timestamp (seconds) of the first death for this (queue, reason), as RabbitMQ sets it. */
-  readonly time: number;
-  readonly exchange: string;
-  readonly 'routing-keys': readonly string[];
-  /** RabbitMQ carries the original expiration as a string of milliseconds. */
-  readonly 'original-expiration'?: string;
-}
-
-export interface DeathHeaders {
-  readonly 'x-death': readonly XDeathEntry[];
-  readonly 'x-first-death-reason': DeadLetterReason;
-  readonly 'x-first-death-queue': string;
-  readonly 'x-first-death-exchange': string;
-  readonly 'x-last-death-reason': DeadLetterReason;
-  readonly 'x-last-death-queue': string;
-  readonly 'x-last-death-exchange': string;
-}
-
-/** Spec 5: the same data as the typed `deaths`, in the RabbitMQ header form. */
-export function deathHeaders(deaths: Deaths): DeathHeaders {
-  return {
-    'x-death': deaths.records.map((record) => ({
-      count: record.count,
-      reason: record.reason,
-      queue: record.queue,
-      time: Math.floor(record.firstTime / 1000),
-      exchange: record.exchange,
-      'routing-keys': [...record.routingKeys],
-      ...(record.originalExpirationMs === null ? {} : { 'original-expiration': String(record.originalExpirationMs) }),
-    })),
-    'x-first-death-reason': deaths.first.reason,
-    'x-first-death-queue': deaths.first.queue,
-    'x-first-death-exchange': deaths.first.exchange,
-    'x-last-death-reason': deaths.last.reason,
-    'x-last-death-queue': deaths.last.queue,
-    'x-last-death-exchange': deaths.last.exchange,
-  };
-}
-
 /**
  * Spec 5 cycles: dead-lettering into `targetQueue` is a cycle (the message is dropped
  * for that target) when the target already has a death record with the latest reason

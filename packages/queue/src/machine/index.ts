@@ -11,8 +11,8 @@ export {
   MAX_PRIORITY_MAX,
 } from './arguments.js';
 export type { QueueArguments, QueueArgumentsInput, Overflow, DeadLetterStrategy } from './arguments.js';
-export { recordDeath, deathHeaders, isDeadLetterCycle } from './deaths.js';
-export type { Death, DeadLetterReason, DeathRecord, DeathSummary, Deaths, DeathHeaders, XDeathEntry } from './deaths.js';
+export { recordDeath, isDeadLetterCycle } from './deaths.js';
+export type { Death, DeadLetterReason, DeathRecord, DeathSummary, Deaths } from './deaths.js';
 export { QueueArgumentError, QueueInvariantError } from './errors.js';
 export { createQueueState } from './state.js';
 export type { QueueState, MessageHeader, ConsumerState, DeliveryHolder, GetHolderState, Place, GoneReason, MoveState } from './state.js';

@@ -66,7 +66,7 @@ export interface ConsumerState extends DeliveryHolder {
   /** 0 means unlimited, as in AMQP basic.qos. */
   prefetch: number;
   readonly priority: number;
-  /** Raft index of the subscribe: "oldest" for single-active-consumer hand-over. */
+  /** `meta.index` of the subscribe: "oldest" for single-active-consumer hand-over. */
   readonly registeredIndex: number;
   /** Round-robin among equal-priority consumers: who was served least recently. */
   lastServedSeq: number;
@@ -117,7 +117,7 @@ export interface QueueState {
   deleted: boolean;
   /** The machine's clock: the largest leader time seen. Invariant: never decreases. */
   clockMs: number;
-  /** Raft index of the last valid command applied. Invariant: increases. */
+  /** `meta.index` of the last valid command applied. Invariant: increases. */
   lastIndex: number;
   /** Messages that left the queue, by why. Enqueued = live + sum of these. */
   readonly gone: Record<GoneReason, number>;

@@ -60,7 +60,7 @@ export class MessageHeader {
   constructor(
     private readonly store: MessageStore,
     private readonly slot: number,
-    /** The Raft index of the enqueue: unique, increasing, and the body's key. */
+    /** The `meta.index` of the enqueue: unique, increasing, and the body's key. */
     readonly id: number,
   ) {}
 
@@ -445,9 +445,9 @@ export class MessageStore {
   }
 }
 
-/** Ids are Raft indexes, mostly consecutive: their low bits spread well on their own. */
 /**
- * Fibonacci hashing of the id (its top bits): ids are consecutive log indexes, and with the
+ * Fibonacci hashing of the id (its top bits): ids are increasing log positions, consecutive
+ * within a batch entry and in runs from one entry to the next, and with the
  * identity hash they fill one long probe run, which makes every backward-shift delete walk
  * the whole run (a 30,000-message backlog took seconds to consume). Scattered, runs stay short.
  */

@@ -6,8 +6,13 @@
 import type { QueueArguments } from './arguments.js';
 import type { DeadLetterReason, Deaths } from './deaths.js';
 
-/** What Raft tells the machine about the entry being applied. */
+/** What the driver tells the machine about the command being applied. */
 export interface Meta {
+  /**
+   * The command's position in the log: increases from one command to the next, and is the id
+   * of the message an enqueue stores. The broker passes `log index * ENTRY_SPAN + position in
+   * the entry` (server queue-replica.ts); tests may pass the Raft index itself.
+   */
   readonly index: number;
   readonly term: number;
   /** The leader's clock when it proposed the entry, in ms: the machine's only clock. */
@@ -24,7 +29,7 @@ export type SessionId = string;
 
 export interface EnqueueCommand {
   readonly type: 'enqueue';
-  /** Body size in bytes; the body itself lives in the message store under the entry's index. */
+  /** Body size in bytes; the body itself lives in the server's message store, under the message id. */
   readonly sizeBytes: number;
   readonly exchange: string;
   readonly routingKeys: readonly string[];

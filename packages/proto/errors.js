@@ -1,0 +1,96 @@
+// The error vocabulary of the wire contract: quorumq's own gRPC metadata keys, and the stable
+// reasons a node puts in the `quorumq-reason` trailer of an error status (and in a forwarded
+// proposal's `error_reason`). Hand-written, like fields.js; the node and the SDK both import
+// it (from '@quorumq/proto/errors'), so each key and reason is spelled once.
+//
+// A reason refines the gRPC status code: applications and the SDK branch on it (e.g. the SDK
+// retries UNAVAILABLE, and RESOURCE_EXHAUSTED only for a reason containing "ALARM"). Reasons
+// are added, never renamed. Reasons the SDK sets itself (a broken stream, a closed client) are
+// the SDK's (packages/client/src/errors.ts), never sent by a node.
+
+/** Trailer: the stable, machine-readable reason of an error status, e.g. "QUEUE_NOT_FOUND". */
+export const REASON_TRAILER = 'quorumq-reason';
+/** Trailer: the address (host:port) of the queue's leader, on an UNAVAILABLE the client should retry there. */
+export const LEADER_TRAILER = 'quorumq-leader';
+/** Request metadata: the SDK client's session id, sent on every call (exclusive queues, spec 7). */
+export const SESSION_METADATA = 'quorumq-session';
+/** Request metadata of peer calls: the calling node's id. */
+export const PEER_NODE_ID_METADATA = 'quorumq-node-id';
+/** Request metadata of peer calls: the cluster secret. */
+export const PEER_SECRET_METADATA = 'quorumq-cluster-secret';
+
+/** The reasons a node sends, grouped by the gRPC status they come with. */
+export const Reason = Object.freeze({
+  // INVALID_ARGUMENT: the request is wrong; retrying it cannot help.
+  /** A field's value is out of range or malformed (the message says which). */
+  INVALID_ARGUMENT: 'INVALID_ARGUMENT',
+  /** The request's bytes do not decode. */
+  MALFORMED_REQUEST: 'MALFORMED_REQUEST',
+  /** A metadata command or a forwarded entry that no node of this version proposes. */
+  MALFORMED_COMMAND: 'MALFORMED_COMMAND',
+  INVALID_QUEUE_NAME: 'INVALID_QUEUE_NAME',
+  INVALID_QUEUE_ARGUMENT: 'INVALID_QUEUE_ARGUMENT',
+  /** A queue declared with no replica. */
+  NO_MEMBERS: 'NO_MEMBERS',
+  /** A queue declared with durable = false: every queue is durable. */
+  DURABLE_REQUIRED: 'DURABLE_REQUIRED',
+  /** An exclusive queue declared without a session (spec 7). */
+  SESSION_REQUIRED: 'SESSION_REQUIRED',
+
+  // NOT_FOUND
+  QUEUE_NOT_FOUND: 'QUEUE_NOT_FOUND',
+  EXCHANGE_NOT_FOUND: 'EXCHANGE_NOT_FOUND',
+  /** A move followed by id that no longer exists (spec 8). */
+  MOVE_NOT_FOUND: 'MOVE_NOT_FOUND',
+  /** Ends the consume streams of a queue that was deleted. */
+  QUEUE_DELETED: 'QUEUE_DELETED',
+
+  // FAILED_PRECONDITION: the request does not fit the current state.
+  PRECONDITION_FAILED: 'PRECONDITION_FAILED',
+  /** A redeclare whose type or arguments differ from the existing ones. */
+  ARGUMENT_MISMATCH: 'ARGUMENT_MISMATCH',
+  CONSUMER_EXISTS: 'CONSUMER_EXISTS',
+  UNKNOWN_CONSUMER: 'UNKNOWN_CONSUMER',
+  UNKNOWN_DELIVERY_TAG: 'UNKNOWN_DELIVERY_TAG',
+  /** An exclusive queue used by a session that does not own it (spec 7). */
+  RESOURCE_LOCKED: 'RESOURCE_LOCKED',
+  /** Another move of the queue replaced this one (spec 8). */
+  MOVE_REPLACED: 'MOVE_REPLACED',
+
+  // PERMISSION_DENIED: e.g. declaring or deleting a built-in exchange.
+  PERMISSION_DENIED: 'PERMISSION_DENIED',
+
+  // RESOURCE_EXHAUSTED
+  /** The node is low on disk space; publishes are refused until it is freed (retriable). */
+  DISK_ALARM: 'DISK_ALARM',
+  TOO_MANY_HEADERS: 'TOO_MANY_HEADERS',
+  HEADERS_TOO_DEEP: 'HEADERS_TOO_DEEP',
+  HEADERS_TOO_LARGE: 'HEADERS_TOO_LARGE',
+  BATCH_TOO_LARGE: 'BATCH_TOO_LARGE',
+  /** A topology limit (exchanges, queues, bindings) is reached. */
+  RESOURCE_EXHAUSTED: 'RESOURCE_EXHAUSTED',
+
+  // UNAVAILABLE: retry, possibly on another node (the quorumq-leader trailer names one).
+  /** This node does not lead the queue (or group). */
+  NOT_LEADER: 'NOT_LEADER',
+  /** No leader of the queue is known (an election is under way, or there is no quorum). */
+  NO_LEADER: 'NO_LEADER',
+  /** The leadership moved during the call (a consumer resubscribes, a move goes on elsewhere). */
+  LEADER_MOVED: 'LEADER_MOVED',
+  /** No leader answered within the request timeout. */
+  NO_QUORUM: 'NO_QUORUM',
+  /** A proposal was accepted but not seen applied in time: it may still commit. */
+  OUTCOME_UNKNOWN: 'OUTCOME_UNKNOWN',
+  /** A proposal was overwritten by a new leader: it did not commit. */
+  NOT_COMMITTED: 'NOT_COMMITTED',
+  /** This node's copy of the metadata did not catch up in time. */
+  METADATA_BEHIND: 'METADATA_BEHIND',
+  /** The queue's Raft group on this node is stopping. */
+  GROUP_STOPPED: 'GROUP_STOPPED',
+  /** This node has no replica of the group a peer forwarded to. */
+  UNKNOWN_GROUP: 'UNKNOWN_GROUP',
+  SHUTTING_DOWN: 'SHUTTING_DOWN',
+
+  // INTERNAL: a bug; the message says more.
+  INTERNAL: 'INTERNAL',
+});
