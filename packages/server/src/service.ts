@@ -19,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
-import { moveProgress, route, TopologyError, type Command, type EnqueueCommand, type Deaths, type DeadLetterReason, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
+import { moveProgress, route, TopologyError, type Command, type EnqueueCommand, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
 import {
   BrokerError,
@@ -34,6 +34,7 @@ import {
 import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
 import type { BrokerNode, LocalQueue } from './node.js';
+import { publishedDeaths } from './deaths.js';
 import { sleep as sleepOn } from './node-env.js';
 import { PUBLISH_WINDOW, PUBLISHES_PER_TURN, PublishWindow } from './publish-window.js';
 import { deliveryOf } from './queue-replica.js';
@@ -129,39 +130,6 @@ function queueArgumentsFromWire(args: pb.QueueArguments.$Properties | null | und
   copy('expiresMs', 'expiresMs');
   copy('exclusive', 'exclusive');
   return { input: input as QueueArgumentsInput, replicas: a.replicas ?? null };
-}
-
-const DEATH_REASONS: readonly string[] = ['rejected', 'expired', 'maxlen', 'delivery_limit'];
-
-/** Death records a republished message carries (spec 5: they still count). */
-function deathsFromWire(message: pb.Message.$Properties): Deaths | undefined {
-  const records = message.deaths ?? [];
-  if (records.length === 0) return undefined;
-  const reason = (value: string | null | undefined, where: string): DeadLetterReason => {
-    if (typeof value !== 'string' || !DEATH_REASONS.includes(value)) {
-      throw invalidArgument(`${where}: reason must be one of ${DEATH_REASONS.join(', ')}`);
-    }
-    return value as DeadLetterReason;
-  };
-  const converted = records.map((r, i) => ({
-    queue: r.queue ?? '',
-    reason: reason(r.reason, `deaths[${i}]`),
-    count: Math.max(1, r.count ?? 1),
-    exchange: r.exchange ?? '',
-    routingKeys: [...(r.routingKeys ?? [])],
-    firstTime: r.firstTimeMs ?? 0,
-    lastTime: r.lastTimeMs ?? 0,
-    originalExpirationMs: r.originalExpirationMs ?? null,
-  }));
-  const first = converted[converted.length - 1];
-  const last = converted[0];
-  if (first === undefined || last === undefined) return undefined;
-  const summary = (s: pb.DeathSummary.$Properties | null | undefined, fallback: (typeof converted)[number], where: string) => ({
-    reason: reason(s?.reason ?? fallback.reason, where),
-    queue: s?.queue ?? fallback.queue,
-    exchange: s?.exchange ?? fallback.exchange,
-  });
-  return { records: converted, first: summary(message.firstDeath, first, 'first_death'), last: summary(message.lastDeath, last, 'last_death') };
 }
 
 export class BrokerApi {
@@ -396,7 +364,7 @@ export class BrokerApi {
     if (properties.priority != null && properties.priority > 255) throw invalidArgument('priority must be between 0 and 255');
     const producerId = request.producerId ?? '';
     if (producerId !== '' && request.sequence == null) throw invalidArgument('a publish with a producer_id needs a sequence');
-    const deaths = deathsFromWire(message);
+    const deaths = publishedDeaths(message);
     // The client's own bytes go into the log unless they carry death records, which live in
     // the machine command rather than in the stored message.
     const raw = deaths === undefined && message.firstDeath == null && message.lastDeath == null ? rawMessageOf(message) : undefined;
