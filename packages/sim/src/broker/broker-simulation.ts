@@ -63,6 +63,8 @@ const PUBLISHES_IN_FLIGHT_MAX = 16;
 const PUBLISH_MIN_MS = 1000;
 /** Simulated time clients publish at least to the healed cluster. */
 const HEALED_PUBLISH_MS = 300;
+/** Publishing goes on after the heal until this many messages were confirmed. */
+const CONFIRMED_MIN = 20;
 /** A client gives up on a call after this (as a gRPC deadline), and tries again. */
 const CALL_DEADLINE_MS = 3000;
 
@@ -112,6 +114,7 @@ export class BrokerSimulation implements SimCluster {
   private healedAt = 0;
   private publishing = true;
   private nextMessage = 1;
+  private confirmedCount = 0;
   private events = 0;
   private crashes = 0;
   private partitions = 0;
@@ -310,7 +313,9 @@ export class BrokerSimulation implements SimCluster {
       // Publishing ends after the heal, once it ran PUBLISH_MIN_MS after the setup and
       // HEALED_PUBLISH_MS on the healed cluster.
       const now = this.scheduler.now;
-      if (this.healed && this.setupDone && now >= this.setupAt + PUBLISH_MIN_MS && now >= this.healedAt + HEALED_PUBLISH_MS) this.publishing = false;
+      if (this.healed && this.setupDone && now >= this.setupAt + PUBLISH_MIN_MS && now >= this.healedAt + HEALED_PUBLISH_MS && this.confirmedCount >= CONFIRMED_MIN) {
+        this.publishing = false;
+      }
       if (!this.publishing) return;
       if (this.setupDone && [...this.published.values()].filter((p) => p.inFlight).length < PUBLISHES_IN_FLIGHT_MAX) {
         const id = this.nextMessage++;
@@ -345,6 +350,7 @@ export class BrokerSimulation implements SimCluster {
     this.call(node.proposeQueue(WORK, command, stored)).then(
       (reply) => {
         if (reply.type === 'enqueued' || reply.type === 'duplicate') {
+          if (!message.confirmed) this.confirmedCount++;
           message.confirmed = true;
           message.inFlight = false;
           return;
