@@ -13,6 +13,7 @@ import type { LocalQueue } from './local-queue.js';
 import type { MetaCommand, MetaReply } from './meta-machine.js';
 import type { NodeMetrics } from './metrics.js';
 import type { MoveWorker } from './move-worker.js';
+import { invariant } from './invariant.js';
 import { streamDeliveryOf } from './queue-replica.js';
 
 export interface EffectRunnerParts {
@@ -30,6 +31,9 @@ export class EffectRunner {
   constructor(private readonly parts: EffectRunnerParts) {}
 
   run(queue: LocalQueue, effects: readonly Effect[]): void {
+    if (effects.length === 0) return;
+    // The hand-off from apply: only the leader's replica acts on its machine's effects.
+    invariant(queue.group.isLeader, () => `effects of queue ${JSON.stringify(queue.definition.name)} reached a node that does not lead it`);
     for (const effect of effects) this.runOne(queue, effect);
   }
 

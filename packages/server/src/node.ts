@@ -12,7 +12,7 @@ import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
 import { quorumq } from '@quorumq/proto';
-import type { Command, Reply } from '@quorumq/queue';
+import type { Command, Reply, Topology } from '@quorumq/queue';
 import type { NodeId, SoftState } from '@quorumq/raft';
 import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
 import type { Logger } from 'pino';
@@ -33,6 +33,7 @@ import type { PeerLink } from './peer-link.js';
 import { ProposalRouter } from './proposal-router.js';
 import type { QueueApplyResult } from './queue-replica.js';
 import { QueueReplicas, type GroupSetup } from './queue-replicas.js';
+import { queueCounts } from './queue-view.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
 import { PeerTransport } from './transport.js';
@@ -223,6 +224,16 @@ export class BrokerNode {
     return node;
   }
 
+  /** This node's copy of the topology (it may lag the metadata leader: see metaBarrier). */
+  get topology(): Topology {
+    return this.meta.topology;
+  }
+
+  /** The queues this node's copy of the metadata defines, by name. */
+  get knownQueues(): ReadonlyMap<string, QueueDefinition> {
+    return this.meta.queues;
+  }
+
   get nodeId(): NodeId {
     return this.config.nodeId;
   }
@@ -302,14 +313,8 @@ export class BrokerNode {
   private *ledQueueCounts(): Iterable<QueueMessageCounts> {
     for (const local of this.queues.all()) {
       if (!local.group.isLeader) continue;
-      const totals = local.replica.state.totals;
-      yield {
-        queue: local.definition.name,
-        ready: totals.ready.count,
-        unacked: totals.delivered.count,
-        delayed: totals.delayed.count,
-        deadLettering: totals.deadLettering.count,
-      };
+      const counts = queueCounts(local);
+      yield { queue: local.definition.name, ready: counts.ready, unacked: counts.unacked, delayed: counts.delayed, deadLettering: counts.deadLettering };
     }
   }
 

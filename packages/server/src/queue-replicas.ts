@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { ConsumerRegistry } from './consumers.js';
 import type { EffectRunner } from './effect-runner.js';
 import { BrokerError, Status } from './errors.js';
+import { invariant } from './invariant.js';
 import type { LeaderDuties } from './leader-duties.js';
 import { META_GROUP, queueGroupId, type LocalQueue } from './local-queue.js';
 import type { MetaMachine, QueueDefinition } from './meta-machine.js';
@@ -111,6 +112,7 @@ export class QueueReplicas {
     const wiring = this.wiring;
     if (wiring === null) throw new Error('QueueReplicas.wire must be called before the first reconcile');
     const { parts } = this;
+    invariant(!this.queues.has(definition.name), () => `a second replica of queue ${JSON.stringify(definition.name)} on this node`);
     const groupId = queueGroupId(definition);
     let local: LocalQueue | null = null;
     const replica = new QueueReplica(

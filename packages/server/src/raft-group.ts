@@ -11,6 +11,7 @@ import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
 import type { ConfChange, Entry, Message, NodeId, PlantedBug, RaftOptions, RaftStatus, Ready, SoftState } from '@quorumq/raft';
 import type { NodeStorage } from '@quorumq/storage';
 
+import { invariant } from './invariant.js';
 import { BrokerError, Status } from './errors.js';
 import type { NodeEnv } from './node-env.js';
 
@@ -103,6 +104,8 @@ export class RaftGroup<R> {
   private readonly leaderWatchers = new Set<() => boolean>();
   /** The index the machine has applied. */
   private machineIndex = 0;
+  /** Callers of nextApplied. */
+  private appliedWaiters: Array<() => void> = [];
   /** Reads confirmed by a quorum, waiting for the machine to apply their index. */
   private readsWaiting: Array<{ readonly index: number; readonly resolve: () => void; readonly reject: (error: Error) => void }> = [];
   /** Reads asked of the core, by request id, until it confirms or forgets them. */
@@ -273,6 +276,25 @@ export class RaftGroup<R> {
     };
   }
 
+  /** Resolves with the leader once this node knows one (at once if it does). */
+  whenLeaderKnown(): Promise<NodeId> {
+    const leader = this.softState.leaderId;
+    if (leader !== null) return Promise.resolve(leader);
+    return new Promise<NodeId>((resolve) => {
+      this.leaderWatchers.add(() => {
+        const known = this.softState.leaderId;
+        if (known === null) return false;
+        resolve(known);
+        return true;
+      });
+    });
+  }
+
+  /** Resolves after the next batch of committed entries is applied here. */
+  nextApplied(): Promise<void> {
+    return new Promise<void>((resolve) => this.appliedWaiters.push(resolve));
+  }
+
   /** Stops driving the group: pending proposals fail, nothing more is persisted. */
   stop(reason: string): void {
     if (this.stopped) return;
@@ -402,6 +424,8 @@ export class RaftGroup<R> {
     if (ready.committedEntries.length === 0) return;
     const leader = this.softState.role === 'leader';
     for (const entry of ready.committedEntries) {
+      // The hand-off from the core: committed entries come in order, none skipped.
+      invariant(entry.index === this.machineIndex + 1, () => `group ${this.groupId}: committed entry ${entry.index} does not follow the applied index ${this.machineIndex}`);
       this.machineIndex = entry.index;
       this.options.observer?.applying(entry);
       const reply = entry.type === 'normal' ? this.options.machine.apply(entry, leader) : undefined;
@@ -412,6 +436,11 @@ export class RaftGroup<R> {
       else pending.reject(new BrokerError(Status.UNAVAILABLE, 'NOT_COMMITTED', `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
     }
     this.options.onApplied?.();
+    if (this.appliedWaiters.length > 0) {
+      const waiters = this.appliedWaiters;
+      this.appliedWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
   }
 
   /** Resolves the reads whose index the machine has now applied. */

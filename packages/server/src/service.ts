@@ -19,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
-import { moveProgress, route, TopologyError, type Command, type EnqueueCommand, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
+import { route, TopologyError, type Command, type EnqueueCommand, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
 import {
   BrokerError,
@@ -35,6 +35,8 @@ import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
 import type { BrokerNode, LocalQueue } from './node.js';
 import { publishedDeaths } from './deaths.js';
+import { placeMembers } from './placement.js';
+import { queueCounts, queueMove } from './queue-view.js';
 import { sleep as sleepOn } from './node-env.js';
 import { PUBLISH_WINDOW, PUBLISHES_PER_TURN, PublishWindow } from './publish-window.js';
 import { deliveryOf } from './queue-replica.js';
@@ -194,7 +196,7 @@ export class BrokerApi {
       name,
       args: input,
       passive: request.passive,
-      members: this.placeMembers(name, size),
+      members: placeMembers(this.node.config.peers.keys(), this.node.knownQueues.size, name, size),
       createdAt: this.node.env.now(),
     });
     if (!reply.ok) throw metaError(reply);
@@ -223,25 +225,15 @@ export class BrokerApi {
     return { name, created: reply.changed, warnings: [...(reply.warnings ?? [])], members: [...definition.members] };
   }
 
-  /** Round-robin placement: the first member is the preferred leader, so leaders spread. */
-  private placeMembers(name: string, size: number): string[] {
-    const nodes = [...this.node.config.peers.keys()].sort();
-    let hash = this.node.meta.queues.size;
-    for (let i = 0; i < name.length; i++) hash = (hash * 31 + name.charCodeAt(i)) >>> 0;
-    const start = hash % nodes.length;
-    const members: string[] = [];
-    for (let i = 0; i < size; i++) members.push(nodes[(start + i) % nodes.length] as string);
-    return members;
-  }
-
+  /** Waits (bounded) until this node knows the new queue's leader, or is no member of it. */
   private async waitForQueueLeader(name: string, timeoutMs: number): Promise<void> {
-    const until = this.node.env.now() + timeoutMs;
-    while (this.node.env.now() < until) {
-      const local = this.node.queues.get(name);
-      if (local !== undefined && local.group.leaderId !== null) return;
-      if (local === undefined && this.node.meta.queues.has(name) && !this.node.meta.queues.get(name)?.members.includes(this.node.nodeId)) return;
-      await sleepOn(this.node.env, 10);
-    }
+    const definition = this.node.knownQueues.get(name);
+    if (definition === undefined || !definition.members.includes(this.node.nodeId)) return;
+    // The replica starts when this node applies the declare (already done: proposeMeta waits
+    // for it) and reconciles at the end of that microtask batch.
+    const local = this.node.queues.get(name) ?? (await Promise.resolve().then(() => this.node.queues.get(name)));
+    if (local === undefined) return;
+    await Promise.race([local.group.whenLeaderKnown(), sleepOn(this.node.env, timeoutMs)]);
   }
 
   async deleteQueue(request: pb.DeleteQueueRequest, sessionId?: string): Promise<pb.DeleteQueueResponse.$Properties> {
@@ -319,7 +311,7 @@ export class BrokerApi {
   /** The target queues, or null when the exchange does not exist (on this node's copy). */
   private route(exchange: string, routingKey: string, headers: ReturnType<typeof headersFromWire>): readonly string[] | null {
     try {
-      return route(this.node.meta.topology, exchange, [routingKey], headers).queues;
+      return route(this.node.topology, exchange, [routingKey], headers).queues;
     } catch (error) {
       if (error instanceof TopologyError) {
         if (error.code === 'NOT_FOUND') return null;
@@ -619,8 +611,10 @@ export class BrokerApi {
         const member = definition.members[Math.floor(Math.random() * definition.members.length)];
         if (member !== undefined) return member;
       }
-      if (this.node.env.now() > until) throw unavailable('NO_LEADER', `queue ${JSON.stringify(name)} has no leader (no quorum?)`);
-      await sleepOn(this.node.env, 20);
+      const left = until - this.node.env.now();
+      if (left <= 0) throw unavailable('NO_LEADER', `queue ${JSON.stringify(name)} has no leader (no quorum?)`);
+      // An election is running: woken when it ends (or when the time is up).
+      await (local === undefined ? sleepOn(this.node.env, 20) : Promise.race([local.group.whenLeaderKnown(), sleepOn(this.node.env, left)]));
     }
   }
 
@@ -668,8 +662,7 @@ export class BrokerApi {
       const result = await this.node.proposeLocal(local, { type: 'get', ackMode: 'manual', consumerId, ...withSession(sessionId) });
       const reply = result.reply;
       if (reply.type === 'error') throw queueError(reply, name);
-      const state = local.replica.state;
-      const messageCount = state.totals.ready.count;
+      const messageCount = queueCounts(local).ready;
       if (reply.type !== 'message') return { messageCount };
       return { delivery: deliveryOf(name, consumerId, reply.message, result.stored), messageCount };
     }, sessionId);
@@ -717,23 +710,10 @@ export class BrokerApi {
 
   private localQueueStatus(name: string): pb.QueueStatusResponse.$Properties {
     const local = this.node.queues.get(name);
-    const definition = this.node.meta.queues.get(name);
+    const definition = this.node.knownQueues.get(name);
     if (local === undefined || definition === undefined) return { name, members: [...(definition?.members ?? [])] };
-    const totals = local.replica.state.totals;
     const status = local.group.status();
-    return {
-      name,
-      leader: status.leaderId ?? '',
-      members: [...definition.members],
-      commitIndex: status.commitIndex,
-      term: status.term,
-      ready: totals.ready.count,
-      unacked: totals.delivered.count,
-      delayed: totals.delayed.count,
-      deadLettering: totals.deadLettering.count,
-      bytes: totals.ready.bytes + totals.delivered.bytes + totals.delayed.bytes + totals.deadLettering.bytes,
-      consumers: local.replica.state.consumers.size,
-    };
+    return { name, leader: status.leaderId ?? '', members: [...definition.members], commitIndex: status.commitIndex, term: status.term, ...queueCounts(local) };
   }
 
   async clusterStatus(): Promise<pb.ClusterStatusResponse.$Properties> {
@@ -743,7 +723,7 @@ export class BrokerApi {
       reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
     }));
-    const queues = [...this.node.meta.queues.keys()].sort().map((name) => this.localQueueStatus(name));
+    const queues = [...this.node.knownQueues.keys()].sort().map((name) => this.localQueueStatus(name));
     return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues, maxMessageBytes: this.node.config.maxMessageBytes };
   }
 
@@ -769,7 +749,7 @@ export class BrokerApi {
       if (current === undefined || !current.group.isLeader) {
         throw unavailable('LEADER_MOVED', `leadership of ${JSON.stringify(name)} moved; the move continues on the new leader`);
       }
-      const progress = moveProgress(current.replica.state);
+      const progress = queueMove(current);
       if (progress === null || progress.moveId !== moveId) {
         if (request.moveId && last === '') {
           throw notFound('MOVE_NOT_FOUND', `${JSON.stringify(name)} has no move ${JSON.stringify(moveId)} (another move replaced it, or there was none)`);
@@ -783,16 +763,17 @@ export class BrokerApi {
         last = key;
       }
       if (progress.done) return;
-      await sleepOn(this.node.env, 50);
+      // Progress changes only when the queue applies something (or leadership moves).
+      await Promise.race([current.group.nextApplied(), sleepOn(this.node.env, 500)]);
     }
   }
 
   /** Proposes the start of a move (spec 8); returns its id. */
   private async startMove(local: LocalQueue, name: string, request: pb.MoveRequest): Promise<string> {
     const exchange = request.destinationExchange ?? '';
-    if (exchange !== '' && this.node.meta.topology.exchange(exchange) === undefined) {
+    if (exchange !== '' && this.node.topology.exchange(exchange) === undefined) {
       await this.node.metaBarrier();
-      if (this.node.meta.topology.exchange(exchange) === undefined) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist`);
+      if (this.node.topology.exchange(exchange) === undefined) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist`);
     }
     const moveId = `${this.node.nodeId}/${randomUUID()}`;
     const started = await this.node.proposeLocal(local, {
