@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { ConsumerRegistry } from './consumers.js';
 import type { DeadLetterWorker } from './dead-letter-worker.js';
 import type { EffectRunner } from './effect-runner.js';
-import { unavailable } from './errors.js';
+import { unavailable, Reason } from './errors.js';
 import type { LocalQueue } from './local-queue.js';
 import type { NodeMetrics } from './metrics.js';
 import type { MoveWorker } from './move-worker.js';
@@ -85,7 +85,7 @@ export class LeaderDuties {
     this.stop(queue);
     this.parts.consumers.endAll(
       queue.definition.name,
-      unavailable('LEADER_MOVED', `this node no longer leads queue ${JSON.stringify(queue.definition.name)}; resubscribe`, this.parts.addressOf(state.leaderId)),
+      unavailable(Reason.LEADER_MOVED, `this node no longer leads queue ${JSON.stringify(queue.definition.name)}; resubscribe`, this.parts.addressOf(state.leaderId)),
     );
   }
 

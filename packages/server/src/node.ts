@@ -21,7 +21,7 @@ import type { NodeConfig } from './config.js';
 import { ConsumerRegistry, type LocalConsumer } from './consumers.js';
 import { DeadLetterWorker, type DeadLetterTestOnlyBugs } from './dead-letter-worker.js';
 import { EffectRunner } from './effect-runner.js';
-import { unavailable } from './errors.js';
+import { unavailable, Reason } from './errors.js';
 import { LeaderDuties } from './leader-duties.js';
 import type { LeaderWorkContext } from './leader-work.js';
 import { META_GROUP, type LocalQueue } from './local-queue.js';
@@ -407,7 +407,7 @@ export class BrokerNode {
     this.diskTimer?.cancel();
     this.queues.stopAll('the node is shutting down');
     this.metaGroup.stop('the node is shutting down');
-    this.consumers.endAll(null, unavailable('SHUTTING_DOWN', 'the node is shutting down'));
+    this.consumers.endAll(null, unavailable(Reason.SHUTTING_DOWN, 'the node is shutting down'));
     this.link.close();
     if (this.metricsServer !== null) this.metricsServer.close();
     await this.storage.close();

@@ -5,12 +5,13 @@
  * forwarded proposals (Peer.Propose), metadata proposals, and the metadata read barrier.
  */
 import { quorumq } from '@quorumq/proto';
+import { REASON_TRAILER } from '@quorumq/proto/errors';
 import type { Command, Reply } from '@quorumq/queue';
 import type { NodeId } from '@quorumq/raft';
 
 import type { NodeConfig } from './config.js';
 import { EntryBatcher } from './entry-batcher.js';
-import { BrokerError, Status, invalidArgument, isServiceError, notFound, unavailable } from './errors.js';
+import { BrokerError, Status, invalidArgument, isServiceError, notFound, unavailable, Reason } from './errors.js';
 import { decodeJson, encodeJson } from './json-codec.js';
 import { META_GROUP, queueGroupId, type LocalQueue } from './local-queue.js';
 import { MetaBarrier } from './meta-barrier.js';
@@ -118,7 +119,7 @@ export class ProposalRouter {
       await this.barrier.wait();
       definition = this.parts.meta.queues.get(name);
     }
-    if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+    if (definition === undefined) throw notFound(Reason.QUEUE_NOT_FOUND, `queue ${JSON.stringify(name)} does not exist`);
     return definition;
   }
 
@@ -130,7 +131,7 @@ export class ProposalRouter {
     return this.withLeader(
       () => {
         const definition = meta.queues.get(name);
-        if (definition === undefined) throw notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(name)} does not exist`);
+        if (definition === undefined) throw notFound(Reason.QUEUE_NOT_FOUND, `queue ${JSON.stringify(name)} does not exist`);
         return { groupId: queueGroupId(definition), local: this.parts.localQueue(name)?.group ?? null, members: definition.members };
       },
       async (group, deadline) => {
@@ -185,7 +186,7 @@ export class ProposalRouter {
     return new Promise((resolve, reject) => {
       const timer = this.parts.env.after(this.parts.config.requestTimeoutMs, () => {
         this.metaWaiters = this.metaWaiters.filter((w) => w.resolve !== resolve);
-        reject(unavailable('METADATA_BEHIND', `this node has not caught up with the metadata (index ${index}) in time`));
+        reject(unavailable(Reason.METADATA_BEHIND, `this node has not caught up with the metadata (index ${index}) in time`));
       });
       this.metaWaiters.push({ index, resolve, timer });
     });
@@ -211,17 +212,17 @@ export class ProposalRouter {
    */
   async handleForwarded(groupId: string, command: Uint8Array): Promise<Uint8Array> {
     const group = this.parts.groupById(groupId);
-    if (group === null) throw new BrokerError(Status.UNAVAILABLE, 'UNKNOWN_GROUP', `this node has no replica of ${groupId}`);
+    if (group === null) throw new BrokerError(Status.UNAVAILABLE, Reason.UNKNOWN_GROUP, `this node has no replica of ${groupId}`);
     if (!group.isLeader) {
-      throw new ForwardError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${groupId}`, group.leaderId);
+      throw new ForwardError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node does not lead ${groupId}`, group.leaderId);
     }
     const now = this.parts.env.now();
     if (groupId === META_GROUP) {
       const problem = this.metaCommandProblem(decodeMetaCommand(command));
-      if (problem !== null) throw invalidArgument(`refused a forwarded metadata command: ${problem}`, 'MALFORMED_COMMAND');
+      if (problem !== null) throw invalidArgument(`refused a forwarded metadata command: ${problem}`, Reason.MALFORMED_COMMAND);
     } else {
       const problem = forwardedEntryProblem(command);
-      if (problem !== null) throw invalidArgument(`refused a forwarded entry for ${groupId}: ${problem}`, 'MALFORMED_COMMAND');
+      if (problem !== null) throw invalidArgument(`refused a forwarded entry for ${groupId}: ${problem}`, Reason.MALFORMED_COMMAND);
       stampEntry(command, now);
     }
     const reply = await group.propose(command, now + this.parts.config.requestTimeoutMs);
@@ -270,7 +271,7 @@ export class ProposalRouter {
           if (!resendable()) {
             throw new BrokerError(
               Status.UNAVAILABLE,
-              'OUTCOME_UNKNOWN',
+              Reason.OUTCOME_UNKNOWN,
               `${what}: leadership moved from ${leader} while it held this request; the outcome is unknown (publishes with a producer id are re-sent safely)`,
             );
           }
@@ -282,7 +283,7 @@ export class ProposalRouter {
       } catch (error) {
         lastError = error;
         if (isServiceError(error) && error.code === Status.DEADLINE_EXCEEDED) {
-          throw new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${what} did not answer within the request timeout; the outcome is unknown`);
+          throw new BrokerError(Status.UNAVAILABLE, Reason.OUTCOME_UNKNOWN, `${what} did not answer within the request timeout; the outcome is unknown`);
         }
         if (!retriable(error)) {
           if (error instanceof ForwardError) throw new BrokerError(error.code, error.reason, error.message);
@@ -295,7 +296,7 @@ export class ProposalRouter {
     }
     const known = locate().local?.leaderId ?? null;
     const detail = lastError instanceof Error ? `: ${lastError.message}` : isServiceError(lastError) ? `: ${lastError.details}` : '';
-    throw unavailable('NO_QUORUM', `no leader of ${what} answered within ${config.requestTimeoutMs} ms${detail}`, known === null ? null : (config.peers.get(known) ?? null));
+    throw unavailable(Reason.NO_QUORUM, `no leader of ${what} answered within ${config.requestTimeoutMs} ms${detail}`, known === null ? null : (config.peers.get(known) ?? null));
   }
 
   /**
@@ -342,7 +343,7 @@ function isDeduplicated(data: Uint8Array): boolean {
 
 /** Whether a failed proposal is known not to have committed, so it may be proposed again. */
 export function retriable(error: unknown): boolean {
-  if (error instanceof BrokerError || error instanceof ForwardError) return error.code === Status.UNAVAILABLE && error.reason !== 'OUTCOME_UNKNOWN';
-  if (isServiceError(error) && error.code === Status.UNAVAILABLE) return error.metadata.get('quorumq-reason')[0] !== 'OUTCOME_UNKNOWN';
+  if (error instanceof BrokerError || error instanceof ForwardError) return error.code === Status.UNAVAILABLE && error.reason !== Reason.OUTCOME_UNKNOWN;
+  if (isServiceError(error) && error.code === Status.UNAVAILABLE) return error.metadata.get(REASON_TRAILER)[0] !== Reason.OUTCOME_UNKNOWN;
   return false;
 }

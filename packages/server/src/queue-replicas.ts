@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 
 import type { ConsumerRegistry } from './consumers.js';
 import type { EffectRunner } from './effect-runner.js';
-import { BrokerError, Status } from './errors.js';
+import { BrokerError, Status, Reason } from './errors.js';
 import { invariant } from './invariant.js';
 import type { LeaderDuties } from './leader-duties.js';
 import { META_GROUP, queueGroupId, type LocalQueue } from './local-queue.js';
@@ -161,7 +161,7 @@ export class QueueReplicas {
     this.queues.delete(queue.definition.name);
     queue.group.stop(why);
     this.wiring?.duties.stop(queue);
-    parts.consumers.endAll(queue.definition.name, new BrokerError(Status.NOT_FOUND, 'QUEUE_DELETED', `queue ${JSON.stringify(queue.definition.name)}: ${why}`));
+    parts.consumers.endAll(queue.definition.name, new BrokerError(Status.NOT_FOUND, Reason.QUEUE_DELETED, `queue ${JSON.stringify(queue.definition.name)}: ${why}`));
     const dropped = queue.replica.state.messages.size;
     parts.logger.info({ queue: queue.definition.name, messagesDropped: dropped, why }, 'queue replica removed');
     parts.storage.deleteGroup(queueGroupId(queue.definition)).catch((error: unknown) => parts.logger.warn({ err: error }, 'deleting a group failed'));

@@ -12,7 +12,7 @@ import type { ConfChange, Entry, Message, NodeId, PlantedBug, RaftOptions, RaftS
 import type { NodeStorage } from '@quorumq/storage';
 
 import { invariant } from './invariant.js';
-import { BrokerError, Status } from './errors.js';
+import { BrokerError, Status, Reason } from './errors.js';
 import type { NodeEnv } from './node-env.js';
 
 /** The replicated state machine a group drives. */
@@ -170,7 +170,7 @@ export class RaftGroup<R> {
         continue;
       }
       this.pending.delete(index);
-      p.reject(new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `${p.what} did not commit within the request timeout (no quorum?); the outcome is unknown`));
+      p.reject(new BrokerError(Status.UNAVAILABLE, Reason.OUTCOME_UNKNOWN, `${p.what} did not commit within the request timeout (no quorum?); the outcome is unknown`));
     }
     for (const [requestId, read] of this.readsAsked) {
       if (read.deadline > now) {
@@ -178,7 +178,7 @@ export class RaftGroup<R> {
         continue;
       }
       this.readsAsked.delete(requestId);
-      read.reject(new BrokerError(Status.UNAVAILABLE, 'NO_QUORUM', `no quorum confirmed a read of ${this.groupId} within the request timeout`));
+      read.reject(new BrokerError(Status.UNAVAILABLE, Reason.NO_QUORUM, `no quorum confirmed a read of ${this.groupId} within the request timeout`));
     }
     this.nextDeadline = next;
   }
@@ -211,9 +211,9 @@ export class RaftGroup<R> {
 
   /** As `propose`, but says at once (with the error) when nothing was proposed. */
   tryPropose(data: Uint8Array, deadline = Infinity, what = this.groupId): Promise<R> | BrokerError {
-    if (this.stopped) return new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', `group ${this.groupId} is stopping`);
+    if (this.stopped) return new BrokerError(Status.UNAVAILABLE, Reason.GROUP_STOPPED, `group ${this.groupId} is stopping`);
     const result = this.raft.propose(data);
-    if (!result.ok) return new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node does not lead ${this.groupId} (${result.reason})`);
+    if (!result.ok) return new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node does not lead ${this.groupId} (${result.reason})`);
     this.kick();
     if (deadline < this.nextDeadline) this.nextDeadline = deadline;
     return new Promise<R>((resolve, reject) => {
@@ -241,11 +241,11 @@ export class RaftGroup<R> {
    * `deadline` (checked on each tick). No log entry is written.
    */
   readIndex(deadline = Infinity): Promise<void> {
-    if (this.stopped) return Promise.reject(new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', `group ${this.groupId} is stopping`));
+    if (this.stopped) return Promise.reject(new BrokerError(Status.UNAVAILABLE, Reason.GROUP_STOPPED, `group ${this.groupId} is stopping`));
     const requestId = `r${++this.nextRead}`;
     const result = this.raft.readIndex(requestId);
     if (!result.ok) {
-      return Promise.reject(new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node cannot serve a read of ${this.groupId} (${result.reason})`));
+      return Promise.reject(new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node cannot serve a read of ${this.groupId} (${result.reason})`));
     }
     this.kick();
     if (deadline < this.nextDeadline) this.nextDeadline = deadline;
@@ -299,7 +299,7 @@ export class RaftGroup<R> {
   stop(reason: string): void {
     if (this.stopped) return;
     this.stopped = true;
-    this.failPending(new BrokerError(Status.UNAVAILABLE, 'GROUP_STOPPED', reason));
+    this.failPending(new BrokerError(Status.UNAVAILABLE, Reason.GROUP_STOPPED, reason));
   }
 
   private failPending(error: Error): void {
@@ -403,7 +403,7 @@ export class RaftGroup<R> {
     // Entries this leader proposed may still commit under the next leader; they are resolved
     // (or failed as overwritten) when applied. Reads it had not confirmed are lost with it.
     if (wasLeader && state.role !== 'leader') {
-      this.failReads(new BrokerError(Status.UNAVAILABLE, 'NOT_LEADER', `this node stopped leading ${this.groupId} before the read was confirmed`), false);
+      this.failReads(new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node stopped leading ${this.groupId} before the read was confirmed`), false);
     }
     for (const watcher of this.leaderWatchers) if (watcher()) this.leaderWatchers.delete(watcher);
     this.options.onSoftState?.(state);
@@ -417,7 +417,7 @@ export class RaftGroup<R> {
       for (const [index, p] of this.pending) {
         if (index <= this.machineIndex) {
           this.pending.delete(index);
-          p.reject(new BrokerError(Status.UNAVAILABLE, 'OUTCOME_UNKNOWN', `replica of ${this.groupId} was replaced by a snapshot`));
+          p.reject(new BrokerError(Status.UNAVAILABLE, Reason.OUTCOME_UNKNOWN, `replica of ${this.groupId} was replaced by a snapshot`));
         }
       }
     }
@@ -433,7 +433,7 @@ export class RaftGroup<R> {
       if (pending === undefined) continue;
       this.pending.delete(entry.index);
       if (pending.term === entry.term && reply !== undefined) pending.resolve(reply);
-      else pending.reject(new BrokerError(Status.UNAVAILABLE, 'NOT_COMMITTED', `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
+      else pending.reject(new BrokerError(Status.UNAVAILABLE, Reason.NOT_COMMITTED, `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
     }
     this.options.onApplied?.();
     if (this.appliedWaiters.length > 0) {
