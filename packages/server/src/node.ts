@@ -11,27 +11,25 @@
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
-import { quorumq } from '@quorumq/proto';
-import type { Command, Reply, Topology } from '@quorumq/queue';
+import type { Topology } from '@quorumq/queue';
 import type { NodeId, SoftState } from '@quorumq/raft';
 import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
 import type { Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
-import { ConsumerRegistry, type LocalConsumer } from './consumers.js';
+import { ConsumerRegistry } from './consumers.js';
 import { DeadLetterWorker, type DeadLetterTestOnlyBugs } from './dead-letter-worker.js';
 import { EffectRunner } from './effect-runner.js';
 import { unavailable, Reason } from './errors.js';
 import { LeaderDuties } from './leader-duties.js';
 import type { LeaderWorkContext } from './leader-work.js';
-import { META_GROUP, type LocalQueue } from './local-queue.js';
-import { MetaMachine, type MetaCommand, type MetaReply, type QueueDefinition } from './meta-machine.js';
+import { META_GROUP } from './local-queue.js';
+import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
 import { MoveWorker } from './move-worker.js';
 import { every, sleep, systemEnv, type NodeEnv, type Timer } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
 import { ProposalRouter } from './proposal-router.js';
-import type { QueueApplyResult } from './queue-replica.js';
 import { QueueReplicas, type GroupSetup } from './queue-replicas.js';
 import { queueCounts } from './queue-view.js';
 import { RaftGroup } from './raft-group.js';
@@ -39,7 +37,6 @@ import type { GroupMessage } from './raft-codec.js';
 import { PeerTransport } from './transport.js';
 import { WarnLimiter } from './warn-limiter.js';
 
-import pb = quorumq.v1;
 
 export { META_GROUP, queueGroupId, type LocalQueue } from './local-queue.js';
 export type { LocalConsumer } from './consumers.js';
@@ -340,43 +337,7 @@ export class BrokerNode {
   }
 
   // ------------------------------------------------------------------------------------
-  // Proposals and consumers, for the API layer (see ProposalRouter and ConsumerRegistry)
-
-  proposeLocal(queue: LocalQueue, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
-    return this.router.proposeLocal(queue, command, message);
-  }
-
-  proposeQueue(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<Reply> {
-    return this.router.proposeQueue(name, command, message);
-  }
-
-  proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
-    return this.router.proposeQueueFull(name, command, message);
-  }
-
-  proposeMeta(command: MetaCommand): Promise<MetaReply> {
-    return this.router.proposeMeta(command);
-  }
-
-  metaBarrier(): Promise<void> {
-    return this.router.barrier.wait();
-  }
-
-  queueDefinition(name: string): Promise<QueueDefinition> {
-    return this.router.queueDefinition(name);
-  }
-
-  handleForwarded(groupId: string, command: Uint8Array): Promise<Uint8Array> {
-    return this.router.handleForwarded(groupId, command);
-  }
-
-  attachConsumer(consumer: LocalConsumer): void {
-    this.consumers.attach(consumer);
-  }
-
-  detachConsumer(id: string): void {
-    this.consumers.detach(id);
-  }
+  // For the API layer: proposals go through `router`, consumers attach to `consumers`.
 
   newConsumerId(): string {
     return `${this.nodeId}/${this.env.uniqueId()}`;

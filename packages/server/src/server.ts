@@ -140,7 +140,7 @@ export async function startNode(
       }
       // Proposed in order, in this turn; answered together once all are settled.
       const results = call.request.items.map((item) =>
-        node.handleForwarded(item.groupId ?? '', item.command ?? new Uint8Array(0)).then(
+        node.router.handleForwarded(item.groupId ?? '', item.command ?? new Uint8Array(0)).then(
           (reply): pb.ProposeResult.$Properties => ({ reply }),
           (error: unknown): pb.ProposeResult.$Properties => {
             if (error instanceof ForwardError) {

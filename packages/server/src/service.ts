@@ -191,7 +191,7 @@ export class BrokerApi {
     if (size < 1 || size > clusterSize) {
       throw invalidArgument(`replicas must be between 1 and the cluster size (${clusterSize}), got ${size}`);
     }
-    const reply = await this.node.proposeMeta({
+    const reply = await this.node.router.proposeMeta({
       type: 'declareQueue',
       name,
       args: input,
@@ -216,11 +216,11 @@ export class BrokerApi {
     if (definition.args.exclusive && !request.passive) {
       // Records the owner on the first declare, renews the lease after; another session
       // gets RESOURCE_LOCKED.
-      const owned = await this.node.proposeQueue(name, { type: 'declare', ...withSession(sessionId) });
+      const owned = await this.node.router.proposeQueue(name, { type: 'declare', ...withSession(sessionId) });
       if (owned.type === 'error') throw queueError(owned, name);
     } else if (!reply.changed && definition.args.expiresMs !== null) {
       // A redeclare renews the queue's `expires` lease (spec 7).
-      await this.node.proposeQueue(name, { type: 'declare' }).catch(() => undefined);
+      await this.node.router.proposeQueue(name, { type: 'declare' }).catch(() => undefined);
     }
     return { name, created: reply.changed, warnings: [...(reply.warnings ?? [])], members: [...definition.members] };
   }
@@ -238,11 +238,11 @@ export class BrokerApi {
 
   async deleteQueue(request: pb.DeleteQueueRequest, sessionId?: string): Promise<pb.DeleteQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
-    const definition = await this.node.queueDefinition(name);
-    const reply = await this.node.proposeQueue(name, { type: 'delete', ifUnused: request.ifUnused, ifEmpty: request.ifEmpty, ...withSession(sessionId) });
+    const definition = await this.node.router.queueDefinition(name);
+    const reply = await this.node.router.proposeQueue(name, { type: 'delete', ifUnused: request.ifUnused, ifEmpty: request.ifEmpty, ...withSession(sessionId) });
     if (reply.type === 'error') throw queueError(reply, name);
     const dropped = reply.type === 'deleted' ? reply.messagesDropped : 0;
-    const meta = await this.node.proposeMeta({ type: 'deleteQueue', name, reason: 'delete', createdIndex: definition.createdIndex });
+    const meta = await this.node.router.proposeMeta({ type: 'deleteQueue', name, reason: 'delete', createdIndex: definition.createdIndex });
     if (!meta.ok) throw metaError(meta);
     this.node.logger.info({ queue: name, messagesDropped: dropped }, 'queue deleted');
     return { messagesDropped: dropped };
@@ -250,7 +250,7 @@ export class BrokerApi {
 
   async purgeQueue(request: pb.PurgeQueueRequest, sessionId?: string): Promise<pb.PurgeQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
-    const reply = await this.node.proposeQueue(name, { type: 'purge', ...withSession(sessionId) });
+    const reply = await this.node.router.proposeQueue(name, { type: 'purge', ...withSession(sessionId) });
     if (reply.type === 'error') throw queueError(reply, name);
     const dropped = reply.type === 'purged' ? reply.messagesDropped : 0;
     this.node.logger.info({ queue: name, messagesDropped: dropped }, 'queue purged');
@@ -258,7 +258,7 @@ export class BrokerApi {
   }
 
   private async topology(command: TopologyCommand): Promise<Extract<MetaReply, { ok: true }>> {
-    const reply = await this.node.proposeMeta({ type: 'topology', command });
+    const reply = await this.node.router.proposeMeta({ type: 'topology', command });
     if (!reply.ok) throw metaError(reply);
     return reply;
   }
@@ -339,7 +339,7 @@ export class BrokerApi {
     if (targets === null || targets.length === 0) {
       // This node's copy of the topology may lag a change just made through another node:
       // catch up with the metadata leader, then route again. Only unroutable publishes pay.
-      await this.node.metaBarrier();
+      await this.node.router.barrier.wait();
       targets = this.route(exchange, routingKey, headers);
       if (targets === null) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist; declare it before publishing to it`);
     }
@@ -378,13 +378,13 @@ export class BrokerApi {
     if (deaths !== undefined) command.deaths = deaths;
     if (this.node.config.testOnlyConfirmBeforeCommit) {
       // Deliberately broken (test-only switch): confirm before the message is committed.
-      for (const queue of targets) void this.node.proposeQueue(queue, command, stored).catch(() => undefined);
+      for (const queue of targets) void this.node.router.proposeQueue(queue, command, stored).catch(() => undefined);
       return { publishId, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: [...targets] };
     }
     const replies =
       targets.length === 1
-        ? [{ queue: targets[0]!, reply: await this.node.proposeQueue(targets[0]!, command, stored) }]
-        : await Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.proposeQueue(queue, command, stored) })));
+        ? [{ queue: targets[0]!, reply: await this.node.router.proposeQueue(targets[0]!, command, stored) }]
+        : await Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.router.proposeQueue(queue, command, stored) })));
     let duplicates = 0;
     const committed: string[] = [];
     for (const { queue, reply } of replies) {
@@ -499,10 +499,10 @@ export class BrokerApi {
     const close = (): void => {
       if (closed) return;
       closed = true;
-      this.node.detachConsumer(id);
+      this.node.consumers.detach(id);
     };
     const outbox = new DeliveryOutbox(call);
-    this.node.attachConsumer({
+    this.node.consumers.attach({
       id,
       queue: name,
       tag,
@@ -514,7 +514,7 @@ export class BrokerApi {
       },
     });
     const prefetch = this.prefetchOf(subscribe.prefetch ?? 0);
-    const reply = await this.node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0, ...withSession(sessionOf(call)) });
+    const reply = await this.node.router.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch, priority: subscribe.priority ?? 0, ...withSession(sessionOf(call)) });
     if (reply.reply.type === 'error') {
       close();
       throw queueError(reply.reply, name);
@@ -522,7 +522,7 @@ export class BrokerApi {
     call.write({ subscribed: { consumerTag: tag, queue: name, leader: this.node.nodeId } });
     const proposeFromStream = (command: Command): void => {
       if (closed) return;
-      this.node.proposeLocal(local, command).then(
+      this.node.router.proposeLocal(local, command).then(
         (result) => {
           if (result.reply.type === 'error' && !closed) {
             call.write({ event: { kind: 'error', message: queueError(result.reply, name).message } });
@@ -555,7 +555,7 @@ export class BrokerApi {
       if (closed) return Promise.resolve();
       close();
       if (!local.group.isLeader) return Promise.resolve();
-      return this.node.proposeLocal(local, { type: 'cancel', consumerId: id }).catch(() => {});
+      return this.node.router.proposeLocal(local, { type: 'cancel', consumerId: id }).catch(() => {});
     };
     // A client that half-closes sees the stream end only once its cancel committed, after
     // every settle it sent before (the log keeps their order): a status read next counts
@@ -603,7 +603,7 @@ export class BrokerApi {
   private async queueLeader(name: string): Promise<string> {
     const until = this.node.env.now() + this.node.config.requestTimeoutMs;
     for (;;) {
-      const definition = await this.node.queueDefinition(name);
+      const definition = await this.node.router.queueDefinition(name);
       const local = this.node.queues.get(name);
       if (local !== undefined && local.group.leaderId !== null) return local.group.leaderId;
       if (local === undefined) {
@@ -659,7 +659,7 @@ export class BrokerApi {
       const local = this.node.queues.get(name);
       if (local === undefined || !local.group.isLeader) throw unavailable('NOT_LEADER', 'leadership moved; retry');
       const consumerId = `${this.node.nodeId}/get/${this.node.newConsumerId()}`;
-      const result = await this.node.proposeLocal(local, { type: 'get', ackMode: 'manual', consumerId, ...withSession(sessionId) });
+      const result = await this.node.router.proposeLocal(local, { type: 'get', ackMode: 'manual', consumerId, ...withSession(sessionId) });
       const reply = result.reply;
       if (reply.type === 'error') throw queueError(reply, name);
       const messageCount = queueCounts(local).ready;
@@ -673,7 +673,7 @@ export class BrokerApi {
     const answer: pb.GetResponse.$Properties = { ...response, delivery: { ...delivery, consumerTag: '' } };
     whenSent(answer, (sent) => {
       const base = { consumerId: holder, deliveryTag, multiple: false };
-      this.node.proposeQueue(name, sent ? { type: 'ack', ...base } : { type: 'return', ...base }).catch((error: unknown) =>
+      this.node.router.proposeQueue(name, sent ? { type: 'ack', ...base } : { type: 'return', ...base }).catch((error: unknown) =>
         this.node.logger.warn({ err: error, queue: name, sent }, 'settling an auto-ack get failed; the message stays held until its holder is released'),
       );
     });
@@ -691,7 +691,7 @@ export class BrokerApi {
     if (request.settle == null) throw invalidArgument('settle_get needs a settle');
     const command = settleCommand(requireName(request.consumerTag, 'consumer_tag'), request.settle);
     if (command instanceof BrokerError) throw command;
-    const reply = await this.node.proposeQueue(name, command);
+    const reply = await this.node.router.proposeQueue(name, command);
     if (reply.type === 'error') throw queueError(reply, name);
     return {};
   }
@@ -772,11 +772,11 @@ export class BrokerApi {
   private async startMove(local: LocalQueue, name: string, request: pb.MoveRequest): Promise<string> {
     const exchange = request.destinationExchange ?? '';
     if (exchange !== '' && this.node.topology.exchange(exchange) === undefined) {
-      await this.node.metaBarrier();
+      await this.node.router.barrier.wait();
       if (this.node.topology.exchange(exchange) === undefined) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist`);
     }
     const moveId = `${this.node.nodeId}/${randomUUID()}`;
-    const started = await this.node.proposeLocal(local, {
+    const started = await this.node.router.proposeLocal(local, {
       type: 'moveStart',
       moveId,
       exchange,

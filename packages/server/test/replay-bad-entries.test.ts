@@ -123,17 +123,17 @@ describe('a node whose log holds entries that cannot be applied', () => {
       encodeJson({ type: 'declareQueue', name: 'elsewhere', args: {}, passive: false, members: ['n1', 'stranger'] }),
     ];
     for (const data of forwardedMeta) {
-      await expect(running.node.handleForwarded('meta', Buffer.from(data))).rejects.toMatchObject({ code: 3, reason: 'MALFORMED_COMMAND' });
+      await expect(running.node.router.handleForwarded('meta', Buffer.from(data))).rejects.toMatchObject({ code: 3, reason: 'MALFORMED_COMMAND' });
     }
     expect(running.node.metaGroup.raft.lastIndex).toBe(metaLast);
     const queueGroup = running.node.queues.get('q')?.group;
     const queueLast = queueGroup?.raft.lastIndex;
     for (const data of BAD_QUEUE.slice(0, 5)) {
-      await expect(running.node.handleForwarded(groupId, Buffer.from(data))).rejects.toMatchObject({ code: 3, reason: 'MALFORMED_COMMAND' });
+      await expect(running.node.router.handleForwarded(groupId, Buffer.from(data))).rejects.toMatchObject({ code: 3, reason: 'MALFORMED_COMMAND' });
     }
     expect(queueGroup?.raft.lastIndex).toBe(queueLast);
     // A good forwarded command still goes through.
-    const reply = await running.node.handleForwarded('meta', Buffer.from(encodeJson({ type: 'barrier' })));
+    const reply = await running.node.router.handleForwarded('meta', Buffer.from(encodeJson({ type: 'barrier' })));
     expect(Buffer.from(reply).toString()).toContain('"ok":true');
     expect(fatals).toEqual([]);
   }, 60_000);

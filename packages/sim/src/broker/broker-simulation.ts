@@ -296,7 +296,7 @@ export class BrokerSimulation implements SimCluster {
         { type: 'topology' as const, command: { type: 'bind' as const, source: DLX, destination: { kind: 'queue' as const, name: DEAD }, bindingKey: DEAD } },
       ];
       for (const step of steps) {
-        const reply = await this.call(node.proposeMeta(step));
+        const reply = await this.call(node.router.proposeMeta(step));
         if (!reply.ok) throw new Error(`setup ${step.type}: ${reply.message}`);
       }
       this.setupDone = true;
@@ -347,7 +347,7 @@ export class BrokerSimulation implements SimCluster {
       ...(expirationMs !== null ? { expirationMs } : {}),
     };
     const stored: pb.Message.$Properties = { body, routingKey: WORK, ...(expirationMs !== null ? { properties: { expirationMs } } : {}) };
-    this.call(node.proposeQueue(WORK, command, stored)).then(
+    this.call(node.router.proposeQueue(WORK, command, stored)).then(
       (reply) => {
         if (reply.type === 'enqueued' || reply.type === 'duplicate') {
           if (!message.confirmed) this.confirmedCount++;
@@ -415,7 +415,7 @@ export class BrokerSimulation implements SimCluster {
     consumer.node = node.nodeId;
     consumer.id = id;
     const current = (): boolean => consumer.generation === generation && this.live(node.nodeId) === node;
-    node.attachConsumer({
+    node.consumers.attach({
       id,
       queue: consumer.queue,
       tag: id,
@@ -427,13 +427,13 @@ export class BrokerSimulation implements SimCluster {
         if (consumer.generation === generation) this.resubscribeLater(consumer);
       },
     });
-    node.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch: 8, priority: 0 }).then(
+    node.router.proposeLocal(local, { type: 'subscribe', consumerId: id, prefetch: 8, priority: 0 }).then(
       (result) => {
         if (result.reply.type === 'error' && consumer.generation === generation) this.resubscribeLater(consumer);
       },
       () => {
         if (consumer.generation !== generation) return;
-        node.detachConsumer(id);
+        node.consumers.detach(id);
         this.resubscribeLater(consumer);
       },
     );
@@ -467,7 +467,7 @@ export class BrokerSimulation implements SimCluster {
           : { type: 'ack', consumerId, deliveryTag: delivery.deliveryTag ?? 0 };
     this.traceLine(`client ${command.type} m${id} from ${consumer.queue} tag ${delivery.deliveryTag} on ${node.nodeId}`);
     if (command.type === 'ack') consumer.acksInFlight.add(fate);
-    node.proposeLocal(local, command).then(
+    node.router.proposeLocal(local, command).then(
       (result) => {
         consumer.acksInFlight.delete(fate);
         this.traceLine(`client ${command.type} m${id} from ${consumer.queue}: ${result.reply.type}${result.reply.type === 'error' ? ` ${result.reply.message}` : ''}`);

@@ -65,7 +65,7 @@ export class SimPeerLink implements PeerLink {
       this.transmit(from, peer, `propose ${from}->${peer} ${groupId}`, () => {
         const node = this.cluster.live(peer);
         if (node === null) return;
-        node.handleForwarded(groupId, bytes).then(
+        node.router.handleForwarded(groupId, bytes).then(
           (reply) => answer(() => resolve(reply)),
           (error: unknown) => answer(() => reject(asForwardError(error))),
         );
