@@ -51,6 +51,8 @@ execFileSync(process.execPath, [cli('pbjs'), '-t', 'static-module', '-w', 'es6',
   replace('@member {number|null|undefined} intValue', '@member {number|bigint|null|undefined} intValue');
   replace('intValue?: number|null;', 'intValue?: number|bigint|null;');
   replace('intValue: number;', 'intValue: number|bigint;');
+  // Oneof setters that delete only the fields a message has (see runtime.js).
+  replace('set: $util.oneOfSetter($oneOfFields)', 'set: $runtime.oneOfSetter($oneOfFields)');
   // Reads of the shared module (protobufjs's Writer, util.toJSONOptions) are fine; writes are not.
   const write = /\$protobuf\.[\w.]+(\[[^\]]*\])?\s*=(?!=)/.exec(code);
   if (write !== null) throw new Error(`generate: quorumq.js writes to the shared protobufjs: ${write[0]}`);
