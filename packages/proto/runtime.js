@@ -21,6 +21,9 @@
 //   to decode than its one command (packages/server/bench/codec-bench.mjs).
 import $protobuf from 'protobufjs/minimal.js';
 
+/** protobufjs's Writer, which the generated code writes with (read only, never changed here). */
+export const Writer = $protobuf.Writer;
+
 /** protobufjs's util, seen without Long support (reads fall through to the shared util). */
 export const util = Object.create($protobuf.util, { Long: { value: null, enumerable: true } });
 
