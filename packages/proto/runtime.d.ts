@@ -1,5 +1,8 @@
 import type { Reader as ProtobufReader } from 'protobufjs/minimal.js';
 
+/** protobufjs's Writer, which the generated code writes with. */
+export declare const Writer: typeof import('protobufjs/minimal.js').Writer;
+
 /** protobufjs's util, seen without Long support. */
 export declare const util: typeof import('protobufjs/minimal.js').util;
 

@@ -1,11 +1,10 @@
 import type { ClientDuplexStream, StatusObject } from '@grpc/grpc-js';
-import { BrokerService, quorumq } from '@quorumq/proto';
+import { BrokerService, encodePublishBatch, messageParts, quorumq, type OutgoingPublish } from '@quorumq/proto';
 import { QuorumqError, SdkReason, brokenStreamError, toQuorumqError } from './errors.js';
 import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { toPublishResult, type PublishResult } from './results.js';
 import { shouldFailover, type Transport } from './transport.js';
 import { wireNumber } from './longs.js';
-import { decodePublishOutcomes, encodePublishBatch, messageParts, type OutgoingPublish, type PublishOutcomeWire } from './wire.js';
 
 export interface PublisherOptions {
   /** Publishes awaiting their outcome at most; `publish` waits for room beyond. Default 256. */
@@ -44,7 +43,7 @@ interface Pending {
   resent: boolean;
 }
 
-type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], PublishOutcomeWire[]>;
+type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], quorumq.v1.PublishOutcomes>;
 
 /**
  * Publishes one `PublishBatch` holds at most: the broker refuses a batch of more than its
@@ -260,8 +259,9 @@ export class Publisher {
       address = this.preferred ?? this.leaderOfFirstPending() ?? this.transport.currentAddress();
       this.preferred = undefined;
       const method = BrokerService.publishStream;
-      // Batches are written by hand (wire.ts): bodies are copied straight into them.
-      call = this.transport.client(address).makeBidiStreamRequest(method.path, encodePublishBatch, decodePublishOutcomes);
+      // Batches are written by hand (@quorumq/proto's publish.js): bodies are copied straight
+      // into them. Outcomes are read by the generated code.
+      call = this.transport.client(address).makeBidiStreamRequest(method.path, encodePublishBatch, method.responseDeserialize);
     } catch (error) {
       this.failAll(toQuorumqError(error));
       return;
@@ -271,11 +271,11 @@ export class Publisher {
     this.outbox = [];
     this.call = call;
     this.address = address;
-    call.on('data', (outcomes: PublishOutcomeWire[]) => {
+    call.on('data', (batch: quorumq.v1.PublishOutcomes) => {
       if (generation !== this.generation) return;
       this.failures = 0;
       this.failingSince = undefined;
-      for (const response of outcomes) this.onResponse(response, address);
+      for (const response of batch.outcomes) this.onResponse(response, address);
     });
     // 'status' ends every call; 'error' repeats it for non-OK ones.
     call.on('error', () => undefined);
@@ -286,8 +286,8 @@ export class Publisher {
     for (const entry of this.pending.values()) this.write(entry);
   }
 
-  private onResponse(response: PublishOutcomeWire, address: string): void {
-    const entry = this.pending.get(response.publishId);
+  private onResponse(response: quorumq.v1.PublishResponse.$Properties, address: string): void {
+    const entry = this.pending.get(wireNumber(response.publishId));
     if (entry === undefined) return;
     let result: PublishResult;
     try {

@@ -2,9 +2,13 @@
 //   generated/quorumq.js + .d.ts   static protobufjs classes (pbjs / pbts)
 //   generated/services.js + .d.ts  grpc-js service definitions built from the services the
 //                                  .proto files declare, (de)serialising with those classes
-//   generated/index.js + .d.ts     re-exports both, runtime.js's Reader and fields.js
+//   generated/index.js + .d.ts     re-exports both, runtime.js's Reader and Writer, fields.js,
+//                                  publish.js and hand-tags.js
 //   generated/descriptors.binpb    a FileDescriptorSet of proto/ and of grpc.health.v1, built by
 //                                  buf (what the node serves through server reflection)
+//   generated/hand-tags.d.ts       the types of ../hand-tags.js (each tag a literal type)
+// and checks ../hand-tags.js, the tags of the hand-written codecs, against those descriptors:
+// a renumbered (or retyped) field that a hand-written codec uses fails the build.
 // The generated code runs on runtime.js (hand-written), not on the shared protobufjs's
 // configuration: see there.
 // Nothing here is written by hand per message type: add a message or an rpc to a .proto
@@ -14,6 +18,9 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
+
+import { handTags } from '../hand-tags.js';
+import { tagProblems } from '../tag-check.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const packageDir = resolve(here, '..');
@@ -51,6 +58,8 @@ execFileSync(process.execPath, [cli('pbjs'), '-t', 'static-module', '-w', 'es6',
   replace('@member {number|null|undefined} intValue', '@member {number|bigint|null|undefined} intValue');
   replace('intValue?: number|null;', 'intValue?: number|bigint|null;');
   replace('intValue: number;', 'intValue: number|bigint;');
+  // Oneof setters that delete only the fields a message has (see runtime.js).
+  replace('set: $util.oneOfSetter($oneOfFields)', 'set: $runtime.oneOfSetter($oneOfFields)');
   // Reads of the shared module (protobufjs's Writer, util.toJSONOptions) are fine; writes are not.
   const write = /\$protobuf\.[\w.]+(\[[^\]]*\])?\s*=(?!=)/.exec(code);
   if (write !== null) throw new Error(`generate: quorumq.js writes to the shared protobufjs: ${write[0]}`);
@@ -101,16 +110,19 @@ for (const service of services) {
 writeFileSync(join(out, 'services.js'), js);
 writeFileSync(join(out, 'services.d.ts'), dts);
 // The hand-written Reader (64-bit fields as numbers) for the node's and the SDK's field-by-field
-// readers of hot-path messages; fields.js (hand-written) writes them.
+// readers of hot-path messages; fields.js (hand-written) writes them; publish.js holds the
+// publish stream's codec both ends share; hand-tags.js every tag those use (checked below).
 writeFileSync(
   join(out, 'index.js'),
-  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from '../runtime.js';\nexport * from '../fields.js';\n` +
+  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader, Writer } from '../runtime.js';\nexport * from '../fields.js';\n` +
+    `export { handTags } from '../hand-tags.js';\nexport * from '../publish.js';\n` +
     `/** The FileDescriptorSet (binary) of proto/ and grpc.health.v1, compiled by buf. */\n` +
     `export const descriptorSetPath = new URL('./descriptors.binpb', import.meta.url);\n`,
 );
 writeFileSync(
   join(out, 'index.d.ts'),
-  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader } from '../runtime.js';\nexport * from '../fields.js';\n` +
+  `export { quorumq } from './quorumq.js';\nexport * from './services.js';\nexport { Reader, Writer } from '../runtime.js';\nexport * from '../fields.js';\n` +
+    `export { handTags } from './hand-tags.js';\nexport * from '../publish.js';\n` +
     `/** The FileDescriptorSet (binary) of proto/ and grpc.health.v1, compiled by buf. */\n` +
     `export declare const descriptorSetPath: URL;\n`,
 );
@@ -124,5 +136,19 @@ const buf = join(packageRoot('@bufbuild/buf'), 'bin', 'buf'); // a Node script t
 const descriptorSet = (input) => execFileSync(process.execPath, [buf, 'build', input, '--output', '-#format=binpb']);
 const descriptors = Buffer.concat([descriptorSet(protoRoot), descriptorSet(join(packageRoot('grpc-health-check'), 'proto'))]);
 writeFileSync(join(out, 'descriptors.binpb'), descriptors);
+
+// The hand-written codecs' tags against what buf compiled: any difference fails the build.
+const problems = tagProblems(handTags, descriptors);
+if (problems.length > 0) {
+  throw new Error(
+    `generate: hand-tags.js disagrees with proto/ (a renumbered or retyped field breaks stored logs and older peers; ` +
+      `if the change is meant, update hand-tags.js and the codecs that use the field):\n  ${problems.join('\n  ')}`,
+  );
+}
+let tagTypes = `// Generated by scripts/generate.mjs from ../hand-tags.js. Do not edit.\n/** The hand-written codecs' tags, checked against proto/ at build time (see ../hand-tags.js). */\nexport declare const handTags: {\n`;
+for (const [message, fields] of Object.entries(handTags)) {
+  tagTypes += `  readonly ${JSON.stringify(message)}: { ${Object.entries(fields).map(([field, tag]) => `readonly ${field}: ${tag};`).join(' ')} };\n`;
+}
+writeFileSync(join(out, 'hand-tags.d.ts'), `${tagTypes}};\n`);
 
 console.log(`generated ${services.length} services from ${files.length} proto files`);

@@ -1,9 +1,9 @@
 /**
  * Batching: the commands proposed to one queue within one turn of the event loop (a client's
  * publish batch, several streams' publishes) become one Raft entry (`QueueEntry.batch`, see
- * wire.ts). Raft, the WAL and the peers then handle one entry, one record and one proposal
- * for all of them, where they handled one per message before; every replica still applies
- * each command on its own, in order. On the queue's leader the entry is proposed there; on
+ * log-format.ts). Raft, the WAL and the peers then handle one entry, one record and one
+ * proposal for all of them, where they handled one per message before; every replica still
+ * applies each command on its own, in order. On the queue's leader the entry is proposed there; on
  * another node it is forwarded to the leader as one request.
  *
  * A command alone in its turn is proposed as a plain entry. When the batch's proposal fails
@@ -17,7 +17,7 @@ import type { Command } from '@quorumq/queue';
 
 import type { QueueApplyResult } from './queue-replica.js';
 import { ENTRY_SPAN } from './queue-replica.js';
-import { encodeQueueBatch, encodeQueueEntry, type EntryCommand } from './wire.js';
+import { encodeQueueBatch, encodeQueueEntry, type EntryCommand } from './log-format.js';
 
 import pb = quorumq.v1;
 

@@ -3,9 +3,10 @@
  * properties and headers by message id). Every replica applies every committed entry; only
  * the leader's replica hands effects to the node.
  *
- * An entry holds one command or a batch of them (see wire.ts). The machine sees each command
- * as applied at its own position, `log index * ENTRY_SPAN + position in the entry`, which is
- * also the id of the message it enqueues: ids grow with the log, as the machine requires.
+ * An entry holds one command or a batch of them (see log-format.ts). The machine sees each
+ * command as applied at its own position, `log index * ENTRY_SPAN + position in the entry`,
+ * which is also the id of the message it enqueues: ids grow with the log, as the machine
+ * requires.
  */
 import { quorumq } from '@quorumq/proto';
 import { deathsToWire, xDeathHeaders } from '@quorumq/proto/deaths';
@@ -24,14 +25,8 @@ import {
 import type { Entry } from '@quorumq/raft';
 
 import type { GroupMachine } from './raft-group.js';
-import {
-  decodeQueueEntry,
-  decodeQueueSnapshot,
-  encodeQueueSnapshot,
-  type DecodedCommand,
-  type DecodedQueueEntry,
-  type OutgoingDelivery,
-} from './wire.js';
+import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
+import type { OutgoingDelivery } from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -78,10 +73,10 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   }
 
   /**
-   * Applies one committed entry. An entry it cannot decode (bad protobuf, bad JSON, a nested
-   * or oversized batch, a clock that is not a time) changes nothing and gets an
-   * INVALID_ARGUMENT error reply; a command the machine refuses gets the machine's error
-   * reply. Both are the same on every replica: no entry makes apply throw.
+   * Applies one committed entry. An entry it cannot decode (bad protobuf, bad JSON, a format
+   * this node does not know, a nested or oversized batch, a clock that is not a time) changes
+   * nothing and gets an INVALID_ARGUMENT error reply; a command the machine refuses gets the
+   * machine's error reply. Both are the same on every replica: no entry makes apply throw.
    */
   apply(entry: Entry, leader: boolean): QueueApplyResult {
     this.logBytesSinceSnapshot += entry.data.byteLength;

@@ -2,7 +2,7 @@
  * The Raft core's messages on the wire (proto/quorumq/v1/raft.proto), one RaftBatch per
  * peer per event-loop turn.
  */
-import { bytesFieldBytes, quorumq, stringFieldBytes, varintBytes, writeStringField, writeVarint } from '@quorumq/proto';
+import { bytesFieldBytes, handTags, quorumq, stringFieldBytes, varintBytes, writeStringField, writeVarint } from '@quorumq/proto';
 import type { ClusterConfig, Entry, Message, SnapshotMeta } from '@quorumq/raft';
 
 import pb = quorumq.v1;
@@ -193,23 +193,24 @@ function decodeBody(wire: pb.RaftMessage): GroupMessage | null {
 }
 
 // ------------------------------------------------------------------------------------
-// RaftBatch, written by hand: appends carry the entries' bytes, copied once into the batch
+// RaftBatch, written by hand: appends carry the entries' bytes, copied once into the batch.
+// codec-bench.mjs, "raft: encode an append" (µs per entry of 66 KiB, median): 13.5, the
+// generated encoder 79.
 
-const BATCH_MESSAGE = 0x0a; // RaftBatch.messages = 1
-const MESSAGE_GROUP = 0x0a; // RaftMessage.group_id = 1
-const MESSAGE_FROM = 0x12;
-const MESSAGE_TO = 0x1a;
-const MESSAGE_TERM = 0x20;
-const MESSAGE_APPEND = 0x72; // RaftMessage.append = 14
-const APPEND_PREV_INDEX = 0x08;
-const APPEND_PREV_TERM = 0x10;
-const APPEND_ENTRY = 0x1a;
-const APPEND_COMMIT = 0x20;
-const ENTRY_INDEX = 0x08;
-const ENTRY_TERM = 0x10;
-const ENTRY_TYPE = 0x18;
-const ENTRY_DATA = 0x22;
-
+const BATCH_MESSAGE = handTags.RaftBatch.messages;
+const MESSAGE_GROUP = handTags.RaftMessage.groupId;
+const MESSAGE_FROM = handTags.RaftMessage.from;
+const MESSAGE_TO = handTags.RaftMessage.to;
+const MESSAGE_TERM = handTags.RaftMessage.term;
+const MESSAGE_APPEND = handTags.RaftMessage.append;
+const APPEND_PREV_INDEX = handTags.Append.prevLogIndex;
+const APPEND_PREV_TERM = handTags.Append.prevLogTerm;
+const APPEND_ENTRY = handTags.Append.entries;
+const APPEND_COMMIT = handTags.Append.commit;
+const ENTRY_INDEX = handTags.Entry.index;
+const ENTRY_TERM = handTags.Entry.term;
+const ENTRY_TYPE = handTags.Entry.type;
+const ENTRY_DATA = handTags.Entry.data;
 
 function entryBytes(entry: Entry): number {
   const data = entry.data.byteLength === 0 ? 0 : bytesFieldBytes(entry.data.byteLength);

@@ -6,7 +6,7 @@
  * BrokerError (`RESOURCE_EXHAUSTED`, naming the limit) before anything is decoded; the
  * deserializers call them first (wire.ts, server.ts).
  */
-import { Reader } from '@quorumq/proto';
+import { Reader, handTags } from '@quorumq/proto';
 
 import type { NodeConfig } from './config.js';
 import { Reason, invalidArgument, resourceExhausted } from './errors.js';
@@ -17,22 +17,23 @@ export type RequestLimits = Pick<
   'maxPublishesPerBatch' | 'maxHeadersPerMessage' | 'maxHeaderDepth' | 'maxHeaderBytes' | 'maxSettlesPerRequest'
 >;
 
-const WIRE_LENGTH_DELIMITED = 2;
-const tag = (field: number, wire: number): number => (field << 3) | wire;
-
-const MESSAGE_HEADERS = tag(4, WIRE_LENGTH_DELIMITED);
-const MESSAGE_DEATHS = tag(7, WIRE_LENGTH_DELIMITED);
-const MESSAGE_FIRST_DEATH = tag(8, WIRE_LENGTH_DELIMITED);
-const MESSAGE_LAST_DEATH = tag(9, WIRE_LENGTH_DELIMITED);
-const DEATH_ROUTING_KEY = tag(5, WIRE_LENGTH_DELIMITED);
-/** A map entry's value (`map<string, HeaderValue>`). */
-const ENTRY_VALUE = tag(2, WIRE_LENGTH_DELIMITED);
-const VALUE_LIST = tag(7, WIRE_LENGTH_DELIMITED);
-const VALUE_MAP = tag(8, WIRE_LENGTH_DELIMITED);
+const MESSAGE_HEADERS = handTags.Message.headers;
+const MESSAGE_DEATHS = handTags.Message.deaths;
+const MESSAGE_FIRST_DEATH = handTags.Message.firstDeath;
+const MESSAGE_LAST_DEATH = handTags.Message.lastDeath;
+const DEATH_ROUTING_KEY = handTags.DeathRecord.routingKeys;
+/** A map entry's value (`map<string, HeaderValue>`: message headers, tables, binding arguments). */
+const ENTRY_VALUE = handTags['Message.HeadersEntry'].value;
+const VALUE_LIST = handTags.HeaderValue.listValue;
+const VALUE_MAP = handTags.HeaderValue.mapValue;
 /** `HeaderList.values` and `HeaderMap.entries`. */
-const CONTAINER_ELEMENT = tag(1, WIRE_LENGTH_DELIMITED);
-const CONSUME_SETTLES = tag(4, WIRE_LENGTH_DELIMITED);
-const SETTLES_SETTLE = tag(1, WIRE_LENGTH_DELIMITED);
+const LIST_ELEMENT = handTags.HeaderList.values;
+const MAP_ELEMENT = handTags.HeaderMap.entries;
+const CONSUME_SETTLES = handTags.ConsumeRequest.settles;
+const SETTLES_SETTLE = handTags.SettleBatch.settles;
+const BATCH_PUBLISHES = handTags.PublishBatch.publishes;
+/** Bind's and Unbind's `arguments`: one field number for both (a type error otherwise). */
+const BIND_ARGUMENTS: typeof handTags.UnbindRequest.arguments = handTags.BindRequest.arguments;
 
 /** Reads a length prefix; the end of the field it announces, which must lie within `end`. */
 function fieldEnd(reader: Reader, end: number): number {
@@ -74,7 +75,7 @@ function scanValue(reader: Reader, end: number, depth: number, budget: HeaderBud
       const containerEnd = fieldEnd(reader, end);
       while (reader.pos < containerEnd) {
         const e = reader.uint32();
-        if (e !== CONTAINER_ELEMENT) {
+        if (e !== (t === VALUE_LIST ? LIST_ELEMENT : MAP_ELEMENT)) {
           reader.skipType(e & 7);
           continue;
         }
@@ -150,9 +151,9 @@ export function countField(bytes: Uint8Array, fieldTag: number): number {
   return count;
 }
 
-/** Checks a PublishBatch's number of publishes (field 1, `publishes`). */
+/** Checks a PublishBatch's number of publishes. */
 export function checkPublishCount(bytes: Uint8Array, limits: RequestLimits): void {
-  const count = countField(bytes, tag(1, WIRE_LENGTH_DELIMITED));
+  const count = countField(bytes, BATCH_PUBLISHES);
   if (count > limits.maxPublishesPerBatch) {
     throw resourceExhausted(
       Reason.BATCH_TOO_LARGE,
@@ -183,14 +184,13 @@ export function checkConsumeRequest(bytes: Uint8Array, limits: RequestLimits): v
   }
 }
 
-/** Checks the `arguments` (field 5, a header table) of a Bind or Unbind request. */
+/** Checks the `arguments` (a header table, the same field in both) of a Bind or Unbind request. */
 export function checkBindingArguments(bytes: Uint8Array, limits: RequestLimits): void {
   const reader = Reader.create(bytes);
   const budget = new HeaderBudget(limits);
-  const argumentsTag = tag(5, WIRE_LENGTH_DELIMITED);
   while (reader.pos < reader.len) {
     const t = reader.uint32();
-    if (t === argumentsTag) scanEntry(reader, fieldEnd(reader, reader.len), 0, budget);
+    if (t === BIND_ARGUMENTS) scanEntry(reader, fieldEnd(reader, reader.len), 0, budget);
     else reader.skipType(t & 7);
   }
 }

@@ -18,7 +18,7 @@ import { BrokerApi } from './service.js';
 import { PEER_NODE_ID_METADATA, PeerAuthenticator, unauthenticatedPeer } from './peer-auth.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
 import { lenient, refuseUnreadable } from './unreadable.js';
-import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse, encodePublishOutcomes } from './wire.js';
+import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
 
 import pb = quorumq.v1;
 
@@ -54,11 +54,7 @@ function brokerServiceFor(limits: RequestLimits): typeof BrokerService {
   const service = {
     ...BrokerService,
     publish: { ...BrokerService.publish, requestDeserialize: (bytes: Buffer) => decodePublishRequest(bytes, limits) },
-    publishStream: {
-      ...BrokerService.publishStream,
-      requestDeserialize: (bytes: Buffer) => decodePublishBatch(bytes, limits),
-      responseSerialize: encodePublishOutcomes,
-    },
+    publishStream: { ...BrokerService.publishStream, requestDeserialize: (bytes: Buffer) => decodePublishBatch(bytes, limits) },
     consume: {
       ...BrokerService.consume,
       requestDeserialize: checked(BrokerService.consume.requestDeserialize, checkConsumeRequest, limits),

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { encodeJson } from '../src/json-codec.js';
 import { MetaMachine, type MetaReply } from '../src/meta-machine.js';
 import { ENTRY_SPAN, QueueReplica, forwardedEntryProblem, streamDeliveryOf } from '../src/queue-replica.js';
-import { ENTRY_CLOCK_BYTES, encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/wire.js';
+import { ENTRY_CLOCK_BYTES, encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/log-format.js';
 
 import pb = quorumq.v1;
 
@@ -129,6 +129,14 @@ function withClock(data: Uint8Array, now: number): Uint8Array {
   return copy;
 }
 
+/** A QUEUE_ENTRY_FORMAT_COMMAND entry holding `queueCommand` (encoded QueueCommand bytes) as its command. */
+function commandEntry(queueCommand: Uint8Array, format = pb.QueueEntryFormat.QUEUE_ENTRY_FORMAT_COMMAND): Uint8Array {
+  return rawEntry(Buffer.concat([pb.QueueEntry.encode({ format }).finish(), Buffer.from([0x32, queueCommand.byteLength]), queueCommand]));
+}
+
+/** QueueCommand { ack { consumer_id: "c", delivery_tag: 2^63 - 1 } }: a tag no safe integer holds. */
+const HUGE_ACK = Uint8Array.from([0x32, 0x0e, 0x0a, 0x01, 0x63, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
+
 /** A message field whose length runs past the end: these bytes do not decode as a Message. */
 const UNDECODABLE_MESSAGE = Uint8Array.from([0x0a, 0x7f, 0x01]);
 
@@ -153,6 +161,22 @@ const BAD_QUEUE: ReadonlyArray<[string, Uint8Array]> = [
   ['an infinite clock', withClock(encodeQueueEntry(enqueue(9).command, enqueue(9).message, 0), Number.POSITIVE_INFINITY)],
   ['a negative clock', withClock(encodeQueueEntry(enqueue(9).command, enqueue(9).message, 0), -1)],
   ['a clock far in the future', withClock(encodeQueueEntry(enqueue(9).command, enqueue(9).message, 0), 1e300)],
+  // Today's format (QueueCommand messages).
+  ['a format this node does not know', commandEntry(pb.QueueCommand.encode({ tick: {} }).finish(), 9 as pb.QueueEntryFormat)],
+  ['a JSON command in an entry of the QueueCommand format', rawEntry(Buffer.concat([pb.QueueEntry.encode({ format: pb.QueueEntryFormat.QUEUE_ENTRY_FORMAT_COMMAND }).finish(), commandField('{"type":"tick"}')]))],
+  ['a QueueCommand that does not decode', commandEntry(Uint8Array.from([0x0a, 0x09, 0x08]))],
+  ['a QueueCommand of a type this node does not know', commandEntry(Uint8Array.from([0xf2, 0x01, 0x00]))],
+  ['a QueueCommand with invalid UTF-8', commandEntry(Uint8Array.from([0x22, 0x03, 0x0a, 0x01, 0xff]))],
+  ['a QueueCommand enqueue of negative size', encodeQueueEntry({ type: 'enqueue', sizeBytes: -1, exchange: '', routingKeys: [] }, null, 1000)],
+  ['a QueueCommand ack of a huge tag', commandEntry(HUGE_ACK)],
+  [
+    'a batch of QueueCommands holding one of an unknown type',
+    rawEntry(Buffer.concat([pb.QueueEntry.encode({ format: pb.QueueEntryFormat.QUEUE_ENTRY_FORMAT_COMMAND }).finish(), Uint8Array.from([0x22, 0x05, 0x32, 0x03, 0xf2, 0x01, 0x00])])),
+  ],
+  [
+    'a batch of QueueCommands holding a bad one',
+    rawEntry(pb.QueueEntry.encode({ format: pb.QueueEntryFormat.QUEUE_ENTRY_FORMAT_COMMAND, batch: [{ queueCommand: { moveCancel: { moveId: '' } } }] }).finish()),
+  ],
 ];
 
 describe('a queue replica applying entries it cannot apply', () => {
@@ -201,7 +225,14 @@ describe('a queue replica applying entries it cannot apply', () => {
 
   it('forwardedEntryProblem refuses entries apply cannot decode, unknown commands, and messages that do not decode', () => {
     // A command's own fields are the machine's to refuse, one command at a time.
-    const fieldsOnly = new Set(['an enqueue without fields', 'an enqueue of negative size', 'an ack of a huge tag']);
+    const fieldsOnly = new Set([
+      'an enqueue without fields',
+      'an enqueue of negative size',
+      'an ack of a huge tag',
+      'a QueueCommand enqueue of negative size',
+      'a QueueCommand ack of a huge tag',
+      'a batch of QueueCommands holding a bad one',
+    ]);
     for (const [what, data] of BAD_QUEUE.filter(([what]) => !fieldsOnly.has(what))) {
       expect(forwardedEntryProblem(data), what).not.toBeNull();
     }

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { BATCH_BYTES_MAX, EntryBatcher } from '../src/entry-batcher.js';
 import { BrokerError, Status } from '../src/errors.js';
 import type { QueueApplyResult } from '../src/queue-replica.js';
-import { decodeQueueEntry } from '../src/wire.js';
+import { decodeQueueEntry } from '../src/log-format.js';
 
 const enqueue = (n: number): Command => ({ type: 'enqueue', sizeBytes: n, exchange: '', routingKeys: ['q'] });
 

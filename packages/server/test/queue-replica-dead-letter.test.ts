@@ -4,7 +4,7 @@ import type { Entry } from '@quorumq/raft';
 import { describe, expect, it } from 'vitest';
 
 import { ENTRY_SPAN, QueueReplica } from '../src/queue-replica.js';
-import { encodeQueueEntry } from '../src/wire.js';
+import { encodeQueueEntry } from '../src/log-format.js';
 
 import pb = quorumq.v1;
 

@@ -16,7 +16,7 @@ import { encodeJson } from '../src/json-codec.js';
 import type { MetaReply } from '../src/meta-machine.js';
 import type { QueueApplyResult } from '../src/queue-replica.js';
 import { startNode, type RunningNode } from '../src/server.js';
-import { ENTRY_CLOCK_BYTES, encodeQueueEntry } from '../src/wire.js';
+import { ENTRY_CLOCK_BYTES, encodeQueueEntry } from '../src/log-format.js';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

@@ -1,25 +1,10 @@
 import { quorumq } from '@quorumq/proto';
-import type { Command } from '@quorumq/queue';
 import { describe, expect, it } from 'vitest';
 
 import { DEFAULTS } from '../src/config.js';
 import { BrokerError, Status } from '../src/errors.js';
 
-import {
-  decodePublishBatch,
-  decodePublishRequest,
-  decodeQueueEntry,
-  decodeQueueSnapshot,
-  encodeConsumeResponse,
-  encodePublishOutcomes,
-  encodeQueueBatch,
-  encodeQueueEntry,
-  encodeQueueSnapshot,
-  rawMessageOf,
-  stampEntry,
-  type DecodedCommand,
-  type EntryCommand,
-} from '../src/wire.js';
+import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse, rawMessageOf } from '../src/wire.js';
 
 import pb = quorumq.v1;
 
@@ -30,145 +15,6 @@ const message: pb.Message.$Properties = {
   headers: { tenant: { stringValue: 'acme' }, attempt: { intValue: 2 } },
 };
 const encodedMessage = Buffer.from(pb.Message.encode(message).finish());
-const command: Command = { type: 'enqueue', sizeBytes: 12, exchange: 'orders', routingKeys: ['orders.eu'], priority: 3 };
-
-/** The entry as the generated protobuf code writes it (the format before wire.ts). */
-function generatedEntry(now: number, cmd: Command, msg: pb.Message.$Properties | null): Buffer {
-  const body = pb.QueueEntry.encode({ command: JSON.stringify(cmd), message: msg }).finish();
-  const out = Buffer.alloc(8 + body.length);
-  out.writeDoubleLE(now, 0);
-  out.set(body, 8);
-  return out;
-}
-
-/** The only command of a plain entry. */
-function single(data: Uint8Array): DecodedCommand & { now: number } {
-  const decoded = decodeQueueEntry(data);
-  expect(decoded.batch).toBe(false);
-  expect(decoded.commands).toHaveLength(1);
-  return { ...decoded.commands[0]!, now: decoded.now };
-}
-
-describe('queue entries', () => {
-  it('carry an encoded message byte for byte, and decode to the same command and clock', () => {
-    const data = encodeQueueEntry(command, encodedMessage, 1_700_000_000_123);
-    const decoded = single(data);
-    expect(decoded.now).toBe(1_700_000_000_123);
-    expect(decoded.command).toEqual(command);
-    expect(Buffer.from(decoded.message ?? [])).toEqual(encodedMessage);
-  });
-
-  it('are what the generated QueueEntry code writes, both ways', () => {
-    const ours = encodeQueueEntry(command, message, 42);
-    expect(Buffer.from(ours)).toEqual(generatedEntry(42, command, message));
-    const theirs = pb.QueueEntry.decode(ours.subarray(8));
-    expect(JSON.parse(theirs.command)).toEqual(command);
-    expect(theirs.message?.routingKey).toBe('orders.eu');
-    expect(theirs.message?.headers?.['tenant']?.stringValue).toBe('acme');
-    // An entry written by the generated code (an existing log) still decodes.
-    const old = single(generatedEntry(7, command, message));
-    expect(old.now).toBe(7);
-    expect(pb.Message.decode(old.message ?? new Uint8Array(0)).properties?.priority).toBe(3);
-  });
-
-  it('without a message, and with a multi-byte length and non-ASCII command', () => {
-    const settle: Command = { type: 'ack', consumerId: `n1/ü-${'c'.repeat(200)}`, deliveryTag: 2 ** 40, multiple: true };
-    const decoded = single(encodeQueueEntry(settle, null, 5));
-    expect(decoded.command).toEqual(settle);
-    expect(decoded.message).toBeNull();
-    const big = Buffer.alloc(300_000, 7);
-    const withBig = single(encodeQueueEntry(command, pb.Message.encode({ body: big }).finish(), 0));
-    expect(Buffer.from(pb.Message.decode(withBig.message ?? new Uint8Array(0)).body ?? [])).toEqual(big);
-  });
-
-  it('stampEntry rewrites the clock in place', () => {
-    const data = encodeQueueEntry(command, encodedMessage, 0);
-    stampEntry(data, 99.5);
-    expect(single(data).now).toBe(99.5);
-    // A copy (not the buffer this node encoded) parses its command.
-    expect(single(Buffer.from(data)).command).toEqual(command);
-  });
-
-  it('malformed bytes throw instead of decoding to something', () => {
-    expect(() => decodeQueueEntry(new Uint8Array(3))).toThrow(/too short/);
-    expect(() => decodeQueueEntry(Buffer.concat([Buffer.alloc(8), Buffer.from([0x1a, 0x05, 1])]))).toThrow();
-    expect(() => decodeQueueEntry(Buffer.alloc(8))).toThrow(/without a command/);
-  });
-});
-
-describe('batch entries', () => {
-  const settle: Command = { type: 'ack', consumerId: 'n1/c-1', deliveryTag: 3, multiple: false };
-  const other = Buffer.from(pb.Message.encode({ body: Buffer.alloc(2000, 9), routingKey: 'q' }).finish());
-  const commands: EntryCommand[] = [
-    { command, message: encodedMessage },
-    { command: settle, message: null },
-    { command: { ...command, routingKeys: ['ü'] }, message: other },
-    { command, message },
-  ];
-
-  it('hold every command in order, with its message byte for byte, under one clock', () => {
-    for (const data of [encodeQueueBatch(commands, 77), Buffer.from(encodeQueueBatch(commands, 77))]) {
-      // The buffer this node encoded skips the JSON; a copy (a follower's) parses it.
-      const decoded = decodeQueueEntry(data);
-      expect(decoded.batch).toBe(true);
-      expect(decoded.now).toBe(77);
-      expect(decoded.commands.map((c) => c.command)).toEqual([command, settle, { ...command, routingKeys: ['ü'] }, command]);
-      expect(Buffer.from(decoded.commands[0]!.message ?? [])).toEqual(encodedMessage);
-      expect(decoded.commands[1]!.message).toBeNull();
-      expect(Buffer.from(decoded.commands[2]!.message ?? [])).toEqual(other);
-      expect(pb.Message.decode(decoded.commands[3]!.message ?? new Uint8Array(0)).headers?.['tenant']?.stringValue).toBe('acme');
-    }
-  });
-
-  it('are what the generated code writes for QueueEntry { batch }', () => {
-    const generated = pb.QueueEntry.encode({
-      batch: commands.map((c) => ({ command: JSON.stringify(c.command), message: c.message instanceof Uint8Array ? pb.Message.decode(c.message) : c.message })),
-    }).finish();
-    expect(Buffer.from(encodeQueueBatch(commands, 0)).subarray(8)).toEqual(Buffer.from(generated));
-    // An entry the generated code wrote decodes too.
-    const prefixed = Buffer.concat([Buffer.alloc(8), generated]);
-    expect(decodeQueueEntry(prefixed).commands.map((c) => c.command.type)).toEqual(['enqueue', 'ack', 'enqueue', 'enqueue']);
-  });
-
-  it('refuse a batch inside a batch, stray fields and truncated elements', () => {
-    const inner = encodeQueueBatch([commands[1]!], 0).subarray(8);
-    expect(inner.length).toBeLessThan(128);
-    const nested = Buffer.concat([Buffer.alloc(8), Buffer.from([0x22, inner.length]), inner]);
-    expect(() => decodeQueueEntry(nested)).toThrow(/holds a batch/);
-    const stray = Buffer.concat([Buffer.from(encodeQueueBatch(commands.slice(1, 2), 0)), Buffer.from([0x12, 0x02, 0x7b, 0x7d])]);
-    expect(() => decodeQueueEntry(stray)).toThrow(/other than its batch/);
-    const whole = Buffer.from(encodeQueueBatch(commands, 0));
-    expect(() => decodeQueueEntry(whole.subarray(0, whole.length - 10))).toThrow();
-  });
-});
-
-describe('queue snapshots', () => {
-  it('round-trip ids and message bytes, readable by the generated QueueSnapshot code', () => {
-    const machine = Buffer.from([1, 2, 3, 4]);
-    const other = Buffer.from(pb.Message.encode({ body: Buffer.from('second') }).finish());
-    const data = encodeQueueSnapshot(machine, [
-      [17, encodedMessage],
-      [2 ** 40, other],
-    ]);
-    const ours = decodeQueueSnapshot(data);
-    expect(Buffer.from(ours.machine)).toEqual(machine);
-    expect([...ours.messages.keys()]).toEqual([17, 2 ** 40]);
-    expect(Buffer.from(ours.messages.get(17) ?? [])).toEqual(encodedMessage);
-    const theirs = pb.QueueSnapshot.decode(data);
-    expect(theirs.messages.map((m) => m.id)).toEqual([17, 2 ** 40]);
-    expect(theirs.messages[1]?.message?.body?.toString()).toBe('second');
-    // And a snapshot written by the generated code reads back.
-    const generated = pb.QueueSnapshot.encode({ machine, messages: [{ id: 3, message }] }).finish();
-    expect(pb.Message.decode(decodeQueueSnapshot(generated).messages.get(3) ?? new Uint8Array(0)).routingKey).toBe('orders.eu');
-  });
-
-  it('restored messages do not share the snapshot buffer', () => {
-    const data = Buffer.from(encodeQueueSnapshot(new Uint8Array(0), [[1, encodedMessage]]));
-    const restored = decodeQueueSnapshot(data);
-    data.fill(0);
-    expect(Buffer.from(restored.messages.get(1) ?? [])).toEqual(encodedMessage);
-  });
-});
 
 describe('publish requests keep the client bytes', () => {
   it('a batch: each request decodes as the generated code does, and its message bytes are kept', () => {
@@ -189,6 +35,19 @@ describe('publish requests keep the client bytes', () => {
     expect(first).toBeTruthy();
     expect(Buffer.from(rawMessageOf(first ?? {}) ?? [])).toEqual(encodedMessage);
     expect(pb.Message.decode(rawMessageOf(batch.publishes[1]?.message ?? {}) ?? new Uint8Array(0)).routingKey).toBe('q');
+    // A copy of a message (changed or not) is not the client's bytes.
+    expect(rawMessageOf({ ...first, routingKey: 'elsewhere' })).toBeUndefined();
+    expect(rawMessageOf(pb.Message.decode(encodedMessage))).toBeUndefined();
+  });
+
+  it('a field past the end of its publish, or of the batch, is refused', () => {
+    const inner = Buffer.from(pb.PublishRequest.encode({ publishId: 1, exchange: 'orders' }).finish());
+    // The exchange's length claims one byte more than the publish holds (the next publish's first).
+    const overrun = Buffer.from(inner);
+    overrun[3] = overrun[3]! + 1;
+    const next = Buffer.from(pb.PublishBatch.encode({ publishes: [{ publishId: 2 }] }).finish());
+    expect(() => decodePublishBatch(Buffer.concat([Buffer.from([0x0a, overrun.length]), overrun, next]))).toThrow(RangeError);
+    expect(() => decodePublishBatch(Buffer.concat([Buffer.from([0x0a, inner.length + 1]), inner]))).toThrow(RangeError);
   });
 
   it('a message field sent twice (protobuf merges them) is not taken as the bytes of the message', () => {
@@ -312,25 +171,5 @@ describe('consume responses', () => {
   it('other responses encode as the generated code does', () => {
     const subscribed = { subscribed: { consumerTag: 'c1', queue: 'q', leader: 'n2' } };
     expect(encodeConsumeResponse(subscribed)).toEqual(Buffer.from(pb.ConsumeResponse.encode(subscribed).finish()));
-  });
-});
-
-describe('publish outcomes', () => {
-  it('are byte for byte what the generated code writes, with and without a returned message', () => {
-    const outcomes: pb.PublishResponse.$Properties[] = [
-      { publishId: 1, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: ['orders'] },
-      { publishId: 2 ** 40, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: ['q1', '', 'очередь'] },
-      { publishId: 3, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED, reason: 'queue "q" is full', queues: [], statusCode: Status.RESOURCE_EXHAUSTED },
-      { publishId: 4, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_UNROUTABLE, reason: 'no queue is bound', returned: message },
-      { publishId: 0, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_FAILED, reason: 'x'.repeat(300), statusCode: Status.UNAVAILABLE },
-      {},
-    ];
-    const ours = encodePublishOutcomes({ outcomes });
-    expect(ours).toEqual(Buffer.from(pb.PublishOutcomes.encode({ outcomes }).finish()));
-    const decoded = pb.PublishOutcomes.decode(ours);
-    expect(decoded.outcomes.map((o) => o.publishId)).toEqual([1, 2 ** 40, 3, 4, 0, 0]);
-    expect(decoded.outcomes[1]?.queues).toEqual(['q1', '', 'очередь']);
-    expect(decoded.outcomes[3]?.returned?.headers?.['tenant']?.stringValue).toBe('acme');
-    expect(encodePublishOutcomes({ outcomes: [] }).byteLength).toBe(0);
   });
 });
