@@ -14,10 +14,18 @@ import { UntilDone } from './until-done.js';
 
 type Move = Extract<Effect, { type: 'move' }>;
 
+export interface MoveTestOnlyBugs {
+  /** Confirm each message to the source before the destination committed it (loses messages). */
+  readonly confirmBeforeTarget?: boolean;
+}
+
 export class MoveWorker {
   private readonly work: UntilDone;
 
-  constructor(private readonly context: LeaderWorkContext) {
+  constructor(
+    private readonly context: LeaderWorkContext,
+    private readonly testOnlyBugs: MoveTestOnlyBugs = {},
+  ) {
     this.work = new UntilDone(context.env, context.logger, context.stillLeads, 'moving a message');
   }
 
@@ -47,6 +55,11 @@ export class MoveWorker {
         targets = routeHere();
       }
       const { message, command } = republication(stored, effect.exchange, effect.routingKeys, effect.deaths, true);
+      if (this.testOnlyBugs.confirmBeforeTarget === true) {
+        await context.proposeLocal(queue, { type: 'moveConfirmed', moveId: effect.moveId, messageIds: [effect.messageId] });
+        await Promise.all(targets.map((target) => context.proposeQueue(target, command, message)));
+        return;
+      }
       const replies = await Promise.all(targets.map((target) => context.proposeQueue(target, command, message)));
       const ok = targets.length > 0 && !replies.some((r) => r.type === 'error' || r.type === 'rejected');
       await context.proposeLocal(queue, { type: ok ? 'moveConfirmed' : 'moveFailed', moveId: effect.moveId, messageIds: [effect.messageId] });

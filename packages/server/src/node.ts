@@ -26,7 +26,7 @@ import type { LeaderWorkContext } from './leader-work.js';
 import { META_GROUP } from './local-queue.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
-import { MoveWorker } from './move-worker.js';
+import { MoveWorker, type MoveTestOnlyBugs } from './move-worker.js';
 import { every, sleep, systemEnv, type NodeEnv, type Timer } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
 import { ProposalRouter } from './proposal-router.js';
@@ -44,6 +44,7 @@ export type { LocalConsumer } from './consumers.js';
 /** Bugs a test plants to prove the simulator catches them. Never set in a real node. */
 export interface NodeTestOnlyBugs {
   readonly deadLetter?: DeadLetterTestOnlyBugs;
+  readonly move?: MoveTestOnlyBugs;
 }
 
 /** Everything a node takes from outside (see BrokerNode.create). */
@@ -150,7 +151,7 @@ export class BrokerNode {
       stillLeads: (queue) => queue.group.isLeader && !this.stopping && this.queues.get(queue.definition.name) === queue,
     };
     const deadLetters = new DeadLetterWorker(work, parts.testOnlyBugs?.deadLetter);
-    const moves = new MoveWorker(work);
+    const moves = new MoveWorker(work, parts.testOnlyBugs?.move);
     let duties: LeaderDuties | null = null;
     const effects = new EffectRunner({
       consumers: this.consumers,

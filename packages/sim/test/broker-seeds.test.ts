@@ -4,7 +4,7 @@ import type { BrokerSimBug, BrokerSimResult } from '../src/index.js';
 
 // The broker simulation runs three BrokerNodes (the shipped node: queue replicas, the queue
 // machine, forwarding, dead-letter worker) under crashes, partitions and message loss.
-test('broker seeds 0-99 run clean: no confirmed message lost, replicas agree, with faults and dead-letters', { timeout: 300_000 }, async () => {
+test('broker seeds 0-99 run clean: no confirmed message lost, replicas agree, with faults, dead-letters and moves', { timeout: 300_000 }, async () => {
   const results: BrokerSimResult[] = [];
   const failures: string[] = [];
   for (let seed = 0; seed < 100; seed++) {
@@ -15,7 +15,8 @@ test('broker seeds 0-99 run clean: no confirmed message lost, replicas agree, wi
   expect(failures).toEqual([]);
   const sum = (pick: (r: BrokerSimResult) => number): number => results.reduce((s, r) => s + pick(r), 0);
   expect(sum((r) => r.confirmed)).toBeGreaterThan(10_000);
-  expect(sum((r) => r.deadLettered)).toBeGreaterThan(1_000);
+  expect(sum((r) => r.deadLettered)).toBeGreaterThan(1_500);
+  expect(sum((r) => r.moved)).toBeGreaterThan(1_000);
   expect(sum((r) => r.crashes)).toBeGreaterThan(100);
   expect(sum((r) => r.partitions)).toBeGreaterThan(50);
   expect(results.filter((r) => r.confirmed === 0)).toEqual([]);
@@ -47,6 +48,8 @@ describe('bugs planted in the broker are caught', { timeout: 300_000 }, () => {
   const cases: Array<[BrokerSimBug, readonly string[]]> = [
     // Glue: the dead-letter worker confirms to the source before the target committed.
     ['confirmDeadLetterBeforeTarget', ['ConfirmedNotLost']],
+    // Glue: the move worker confirms to the source before the destination committed.
+    ['confirmMoveBeforeTarget', ['ConfirmedNotLost']],
     ['ackBeforeFsync', ['ConfirmedNotLost', 'ReplicasAgree', 'StateMachineSafety', 'LogMatching']],
     ['voteWithoutLogCheck', ['ConfirmedNotLost', 'ReplicasAgree', 'StateMachineSafety', 'LogMatching']],
   ];

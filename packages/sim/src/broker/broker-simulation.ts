@@ -3,7 +3,7 @@
  * group, queue replicas with the real queue machine, proposal routing and forwarding, the
  * effect runner, dead-letter and move workers, leader duties) on simulated time, a fake disk
  * and a faulty network, with clients that publish with confirms, consume, ack, reject and
- * let messages expire. After the faults heal and the queues drain, it checks what the spec
+ * let messages expire, and move the dead-letter queue's messages to a third queue. After the faults heal and the queues drain, it checks what the spec
  * promises at the queue level: no confirmed message disappears (each is acked from its
  * queue, or dead-lettered to the dead-letter queue with its death record and acked there),
  * and every replica of a queue holds the same state.
@@ -25,8 +25,8 @@ import { SimPeerLink, type SimCluster } from './sim-peer-link.js';
 import pb = quorumq.v1;
 
 /** Bugs planted to prove the broker simulation catches them. */
-export type BrokerSimBug = PlantedBug | 'ackBeforeFsync' | 'confirmDeadLetterBeforeTarget';
-export const BROKER_SIM_BUGS: readonly BrokerSimBug[] = ['commitPreviousTermByCount', 'voteWithoutLogCheck', 'ackBeforeFsync', 'confirmDeadLetterBeforeTarget'];
+export type BrokerSimBug = PlantedBug | 'ackBeforeFsync' | 'confirmDeadLetterBeforeTarget' | 'confirmMoveBeforeTarget';
+export const BROKER_SIM_BUGS: readonly BrokerSimBug[] = ['commitPreviousTermByCount', 'voteWithoutLogCheck', 'ackBeforeFsync', 'confirmDeadLetterBeforeTarget', 'confirmMoveBeforeTarget'];
 
 export interface BrokerSimOptions {
   readonly seed: number;
@@ -47,6 +47,8 @@ export interface BrokerSimResult {
   readonly deadLettered: number;
   readonly crashes: number;
   readonly partitions: number;
+  readonly moves: number;
+  readonly moved: number;
   readonly simulatedMs: number;
 }
 
@@ -54,6 +56,9 @@ const NODES: readonly NodeId[] = ['n1', 'n2', 'n3'];
 const WORK = 'work';
 const DEAD = 'dead';
 const DLX = 'dlx';
+/** Where a mover client moves the dead-letter queue's messages (spec 8). */
+const MOVED = 'moved';
+const QUEUES: readonly string[] = [WORK, DEAD, MOVED];
 const TICK_MS = 10;
 const SETTLE_ROUNDS = 8;
 const EVENTS_MAX = 3_000_000;
@@ -90,8 +95,6 @@ interface SimConsumer {
   id: string | null;
   /** Bumped on each (re)subscribe: a delivery or settle of an older one is ignored. */
   generation: number;
-  /** Acks sent and not answered: if the node crashes, their outcome is unknown. */
-  readonly acksInFlight: Set<Fate>;
 }
 
 export class BrokerSimulation implements SimCluster {
@@ -106,6 +109,8 @@ export class BrokerSimulation implements SimCluster {
   private readonly published = new Map<number, Published>();
   private readonly fates = new Map<number, Fate>();
   private readonly consumers: SimConsumer[] = [];
+  /** Acks sent to each node and not answered: if it crashes, their outcome is unknown. */
+  private readonly acksInFlight = new Map<NodeId, Set<Fate>>();
   private readonly profile: { readonly network: NetworkFaults; readonly crashEveryMs: number; readonly partitionEveryMs: number; readonly tornWriteRate: number };
   private failure: unknown = null;
   private setupDone = false;
@@ -117,6 +122,8 @@ export class BrokerSimulation implements SimCluster {
   private confirmedCount = 0;
   private events = 0;
   private crashes = 0;
+  private moves = 0;
+  private movedDeliveries = 0;
   private partitions = 0;
   private hash = 0x811c9dc5;
   private hash2 = 0x01000193;
@@ -151,7 +158,7 @@ export class BrokerSimulation implements SimCluster {
     for (const id of NODES) this.startNode(id);
     this.scheduler.after(50, 'setup', () => void this.setup());
     this.schedulePublishes();
-    for (const queue of [WORK, WORK, DEAD]) this.consumers.push({ queue, node: null, id: null, generation: 0, acksInFlight: new Set() });
+    for (const queue of [WORK, WORK, DEAD, MOVED]) this.consumers.push({ queue, node: null, id: null, generation: 0 });
     this.scheduleFaults(faultPhaseMs);
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
     const deadline = faultPhaseMs + livenessPhaseMs;
@@ -230,11 +237,14 @@ export class BrokerSimulation implements SimCluster {
               applying: (entry) => this.guard(() => this.checker(groupId).observeApplied(id, entry)),
             },
             testOnlyBugs: {
-              raft: new Set([...this.bugs].filter((b): b is PlantedBug => b !== 'ackBeforeFsync' && b !== 'confirmDeadLetterBeforeTarget')),
+              raft: new Set([...this.bugs].filter((b): b is PlantedBug => b !== 'ackBeforeFsync' && b !== 'confirmDeadLetterBeforeTarget' && b !== 'confirmMoveBeforeTarget')),
               ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
             },
           }),
-          testOnlyBugs: { deadLetter: { confirmBeforeTargets: this.bugs.has('confirmDeadLetterBeforeTarget') } },
+          testOnlyBugs: {
+            deadLetter: { confirmBeforeTargets: this.bugs.has('confirmDeadLetterBeforeTarget') },
+            move: { confirmBeforeTarget: this.bugs.has('confirmMoveBeforeTarget') },
+          },
         });
         this.nodes.set(id, node);
       },
@@ -259,12 +269,9 @@ export class BrokerSimulation implements SimCluster {
     this.traceLine(`crash ${id} lost=${loss.lostBytes} torn=${loss.torn}`);
     // Its clients' streams broke: they connect again elsewhere. An ack it had not answered
     // may have committed (the message is then gone): its outcome is unknown.
-    for (const consumer of this.consumers) {
-      if (consumer.node !== id) continue;
-      for (const fate of consumer.acksInFlight) fate.settled = true;
-      consumer.acksInFlight.clear();
-      this.resubscribeLater(consumer);
-    }
+    for (const fate of this.acksInFlight.get(id) ?? []) fate.settled = true;
+    this.acksInFlight.delete(id);
+    for (const consumer of this.consumers) if (consumer.node === id) this.resubscribeLater(consumer);
   }
 
   private restart(id: NodeId): void {
@@ -294,6 +301,7 @@ export class BrokerSimulation implements SimCluster {
         { type: 'declareQueue' as const, name: DEAD, args: {}, passive: false, members, createdAt: 0 },
         { type: 'declareQueue' as const, name: WORK, args: { deadLetterExchange: DLX, deadLetterRoutingKey: DEAD }, passive: false, members, createdAt: 0 },
         { type: 'topology' as const, command: { type: 'bind' as const, source: DLX, destination: { kind: 'queue' as const, name: DEAD }, bindingKey: DEAD } },
+        { type: 'declareQueue' as const, name: MOVED, args: {}, passive: false, members, createdAt: 0 },
       ];
       for (const step of steps) {
         const reply = await this.call(node.router.proposeMeta(step));
@@ -302,7 +310,10 @@ export class BrokerSimulation implements SimCluster {
       this.setupDone = true;
       this.setupAt = this.scheduler.now;
       this.traceLine('setup done');
-      for (const consumer of this.consumers) this.subscribe(consumer);
+      // The dead-letter queue's consumer starts at the heal: until then its messages wait
+      // there, and the mover moves them.
+      for (const consumer of this.consumers) if (consumer.queue !== DEAD || this.healed) this.subscribe(consumer);
+      this.scheduleMoves();
     } catch {
       this.scheduler.after(100, 'setup', () => void this.setup());
     }
@@ -385,6 +396,24 @@ export class BrokerSimulation implements SimCluster {
     });
   }
 
+  /**
+   * Now and then an operator moves what the dead-letter queue holds to another queue
+   * (spec 8), through its leader: the move worker publishes each message and confirms it.
+   */
+  private scheduleMoves(): void {
+    this.scheduler.after(150 + this.random.nextInt(300), 'move', () => {
+      if (!this.publishing) return;
+      const leader = this.leaderOf(DEAD);
+      if (leader !== null) {
+        this.moves++;
+        const moveId = `move-${this.moves}`;
+        this.traceLine(`client moveStart ${moveId} on ${leader.node.nodeId}`);
+        this.call(leader.node.router.proposeLocal(leader.local, { type: 'moveStart', moveId, exchange: '', routingKey: MOVED, window: 1 + this.random.nextInt(4) })).catch(() => {});
+      }
+      this.scheduleMoves();
+    });
+  }
+
   private leaderOf(queue: string): { node: BrokerNode; local: LocalQueue } | null {
     for (const id of NODES) {
       const node = this.live(id);
@@ -449,11 +478,13 @@ export class BrokerSimulation implements SimCluster {
     }
     const fate = this.fates.get(id) ?? { settled: false, deadLettered: false };
     this.fates.set(id, fate);
-    if (consumer.queue === DEAD) {
+    if (consumer.queue === MOVED) this.movedDeliveries++;
+    // Only dead-lettered messages are moved, and a move keeps their death records (spec 8).
+    if (consumer.queue === DEAD || consumer.queue === MOVED) {
       fate.deadLettered = true;
       const death = message.deaths[0];
       if (death === undefined || death.queue !== WORK || !['rejected', 'expired', 'delivery_limit'].includes(death.reason ?? '')) {
-        this.fail(new SafetyViolation('DeathRecorded', `m${id} reached ${DEAD} with death records ${JSON.stringify(message.deaths)}`));
+        this.fail(new SafetyViolation('DeathRecorded', `m${id} reached ${consumer.queue} with death records ${JSON.stringify(message.deaths)}`));
         return;
       }
     }
@@ -466,15 +497,17 @@ export class BrokerSimulation implements SimCluster {
           ? { type: 'return', consumerId, deliveryTag: delivery.deliveryTag ?? 0 }
           : { type: 'ack', consumerId, deliveryTag: delivery.deliveryTag ?? 0 };
     this.traceLine(`client ${command.type} m${id} from ${consumer.queue} tag ${delivery.deliveryTag} on ${node.nodeId}`);
-    if (command.type === 'ack') consumer.acksInFlight.add(fate);
+    const inFlight = this.acksInFlight.get(node.nodeId) ?? new Set<Fate>();
+    this.acksInFlight.set(node.nodeId, inFlight);
+    if (command.type === 'ack') inFlight.add(fate);
     node.router.proposeLocal(local, command).then(
       (result) => {
-        consumer.acksInFlight.delete(fate);
+        inFlight.delete(fate);
         this.traceLine(`client ${command.type} m${id} from ${consumer.queue}: ${result.reply.type}${result.reply.type === 'error' ? ` ${result.reply.message}` : ''}`);
         if (command.type === 'ack' && result.reply.type !== 'error') fate.settled = true;
       },
       (error: unknown) => {
-        consumer.acksInFlight.delete(fate);
+        inFlight.delete(fate);
         this.traceLine(`client ${command.type} m${id} from ${consumer.queue} failed: ${String(error)}`);
         // An ack whose outcome is unknown may have committed: the message may be gone.
         if (command.type === 'ack' && error instanceof Error && /OUTCOME_UNKNOWN|unknown/.test(`${(error as { reason?: string }).reason ?? ''} ${error.message}`)) fate.settled = true;
@@ -519,6 +552,7 @@ export class BrokerSimulation implements SimCluster {
     this.network.heal();
     this.network.faults = HEALTHY_NETWORK;
     for (const id of NODES) this.restart(id);
+    if (this.setupDone) for (const consumer of this.consumers) if (consumer.queue === DEAD && consumer.id === null) this.subscribe(consumer);
     this.traceLine('heal');
   }
 
@@ -528,7 +562,7 @@ export class BrokerSimulation implements SimCluster {
   private hasConverged(): boolean {
     if (!this.setupDone) return false;
     if ([...this.published.values()].some((p) => p.inFlight)) return false;
-    for (const queue of [WORK, DEAD]) {
+    for (const queue of QUEUES) {
       const leader = this.leaderOf(queue);
       if (leader === null) return false;
       const state = leader.local.replica.state;
@@ -543,7 +577,7 @@ export class BrokerSimulation implements SimCluster {
   }
 
   private checkFinal(): void {
-    for (const queue of [WORK, DEAD]) {
+    for (const queue of QUEUES) {
       const hashes = NODES.map((id) => {
         const replica = this.live(id)?.queues.get(queue);
         return replica === undefined ? `${id}:none` : stateHash(replica.replica.state);
@@ -558,14 +592,14 @@ export class BrokerSimulation implements SimCluster {
       if (fate === undefined || !fate.settled) {
         throw new SafetyViolation(
           'ConfirmedNotLost',
-          `confirmed message m${message.id} was never acked from ${WORK} nor from ${DEAD} (${fate === undefined ? 'never delivered' : fate.deadLettered ? 'dead-lettered, not acked' : 'delivered, not acked'}), and both queues are empty`,
+          `confirmed message m${message.id} was never acked from ${WORK}, ${DEAD} or ${MOVED} (${fate === undefined ? 'never delivered' : fate.deadLettered ? 'dead-lettered, not acked' : 'delivered, not acked'}), and every queue is empty`,
         );
       }
     }
   }
 
   private describe(): string {
-    const queues = [WORK, DEAD].map((queue) => {
+    const queues = QUEUES.map((queue) => {
       const leader = this.leaderOf(queue);
       return `${queue}: ${leader === null ? 'no leader' : `${leader.node.nodeId} leads, ${leader.local.replica.state.messages.size} messages`}`;
     });
@@ -613,6 +647,8 @@ export class BrokerSimulation implements SimCluster {
       deadLettered: fates.filter((f) => f.deadLettered).length,
       crashes: this.crashes,
       partitions: this.partitions,
+      moves: this.moves,
+      moved: this.movedDeliveries,
       simulatedMs: this.scheduler.now,
     };
   }
