@@ -704,6 +704,10 @@ export class BrokerApi {
     return this.atLeader<pb.QueueStatusRequest.$Properties, pb.QueueStatusResponse.$Properties>(name, BrokerService.queueStatus, request, async () => {
       const local = this.node.queues.get(name);
       if (local === undefined) throw unavailable('NOT_LEADER', 'leadership moved; retry');
+      // A linearizable read: a leader just elected has not applied the entries its
+      // predecessor committed until an entry of its own term commits; the counts then
+      // include every publish confirmed before this request.
+      await local.group.readIndex(this.node.env.now() + this.node.config.requestTimeoutMs);
       return this.localQueueStatus(name);
     });
   }

@@ -93,6 +93,40 @@ describe('a proposal with a deadline', () => {
   });
 });
 
+describe('a linearizable read (ReadIndex)', () => {
+  it('is not served by a leader before an entry of its own term commits, and fails at its deadline', async () => {
+    // Queue status reads with it: a leader just elected may not have applied what its
+    // predecessor committed (a status read there counted 199 of 200 confirmed publishes).
+    const group = await leaderWithoutQuorum();
+    const now = Date.now();
+    let served = false;
+    const read = group.readIndex(now + 1000).then(
+      () => (served = true),
+      (error: unknown) => error,
+    );
+    group.tick(now + 999);
+    await turn();
+    await turn();
+    expect(served).toBe(false);
+    group.tick(now + 1000);
+    const error = await read;
+    expect(error).toBeInstanceOf(BrokerError);
+    expect((error as BrokerError).reason).toBe('NO_QUORUM');
+  });
+
+  it('is refused at once by a replica that does not lead, and failed when its leader steps down', async () => {
+    const group = await leaderWithoutQuorum();
+    const pending = group.readIndex().then(
+      () => 'served',
+      (error: unknown) => (error as BrokerError).reason,
+    );
+    const term = group.raft.currentTerm;
+    expect(group.receive({ type: 'heartbeat', from: 'n2', to: 'n1', term: term + 1, commit: 0, readSeq: 0 })).toBe(true);
+    expect(await pending).toBe('NOT_LEADER');
+    await expect(group.readIndex()).rejects.toMatchObject({ reason: 'NOT_LEADER' });
+  });
+});
+
 describe('messages from outside the group', () => {
   it('a message whose sender is no member of the group is dropped: the term does not move', async () => {
     const group = await leaderWithoutQuorum();
