@@ -1,5 +1,6 @@
-import { RaftInvariantError, createRandom } from '@quorumq/raft';
+import { createRandom } from '@quorumq/raft';
 import type { ConfChange, NodeId, PlantedBug, Random } from '@quorumq/raft';
+import { TraceHash, violationOf } from './outcome.js';
 import { SafetyViolation } from './checker.js';
 import type { Property } from './checker.js';
 import { CrashedProcess, FakeDisk } from './fake-disk.js';
@@ -108,8 +109,7 @@ export class Simulation {
   private readonly pausedUntil = new Map<NodeId, number>();
   private failure: unknown = null;
   private healed = false;
-  private hash = 0x811c9dc5;
-  private hash2 = 0x01000193;
+  private readonly trace = new TraceHash();
   private events = 0;
 
   constructor(private readonly options: SimOptions) {
@@ -418,20 +418,12 @@ export class Simulation {
   }
 
   private traceLine(line: string): void {
-    for (let i = 0; i < line.length; i++) {
-      const c = line.charCodeAt(i);
-      this.hash = Math.imul(this.hash ^ c, 0x01000193) >>> 0;
-      this.hash2 = Math.imul(this.hash2 ^ c, 0x5bd1e995) >>> 0;
-    }
+    this.trace.add(line);
     this.options.trace?.(line);
   }
 
   private result(): SimResult {
-    const failure = this.failure;
-    let violation: SimResult['violation'] = null;
-    if (failure instanceof SafetyViolation) violation = { property: failure.property, message: failure.message };
-    else if (failure instanceof RaftInvariantError) violation = { property: 'Invariant', message: failure.message };
-    else if (failure !== null) violation = { property: 'Invariant', message: failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure) };
+    const violation = violationOf(this.failure);
     this.faults.dropped = this.network.stats.dropped;
     this.faults.duplicated = this.network.stats.duplicated;
     const workloads = [...this.workloads.values()];
@@ -439,7 +431,7 @@ export class Simulation {
       seed: this.options.seed,
       ok: violation === null,
       violation,
-      traceHash: this.hash.toString(16).padStart(8, '0') + this.hash2.toString(16).padStart(8, '0'),
+      traceHash: this.trace.hex,
       events: this.events,
       nodeCount: this.ids.length,
       groupCount: workloads.length,

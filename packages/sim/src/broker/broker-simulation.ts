@@ -11,12 +11,13 @@
 import { BrokerNode, DEFAULTS, NodeMetrics, type LocalQueue, type NodeConfig, type OutgoingDelivery } from '@quorumq/server/core';
 import { quorumq } from '@quorumq/proto';
 import { stateHash, type Command } from '@quorumq/queue';
-import { createRandom, RaftInvariantError, type NodeId, type PlantedBug, type Random } from '@quorumq/raft';
+import { createRandom, type NodeId, type PlantedBug, type Random } from '@quorumq/raft';
 import { NodeStorage } from '@quorumq/storage';
 import { pino } from 'pino';
 
 import { SafetyChecker, SafetyViolation, type Property } from '../checker.js';
 import { CrashedProcess, FakeDisk } from '../fake-disk.js';
+import { TraceHash, violationOf } from '../outcome.js';
 import { chance, HEALTHY_NETWORK, SimNetwork, type NetworkFaults } from '../network.js';
 import { Scheduler } from '../scheduler.js';
 import { simEnv } from '../sim-env.js';
@@ -125,8 +126,7 @@ export class BrokerSimulation implements SimCluster {
   private moves = 0;
   private movedDeliveries = 0;
   private partitions = 0;
-  private hash = 0x811c9dc5;
-  private hash2 = 0x01000193;
+  private readonly trace = new TraceHash();
 
   constructor(private readonly options: BrokerSimOptions) {
     this.random = createRandom(options.seed);
@@ -621,26 +621,18 @@ export class BrokerSimulation implements SimCluster {
   }
 
   private traceLine(line: string): void {
-    for (let i = 0; i < line.length; i++) {
-      const c = line.charCodeAt(i);
-      this.hash = Math.imul(this.hash ^ c, 0x01000193) >>> 0;
-      this.hash2 = Math.imul(this.hash2 ^ c, 0x5bd1e995) >>> 0;
-    }
+    this.trace.add(line);
     this.options.trace?.(line);
   }
 
   private result(): BrokerSimResult {
-    const failure = this.failure;
-    let violation: BrokerSimResult['violation'] = null;
-    if (failure instanceof SafetyViolation) violation = { property: failure.property, message: failure.message };
-    else if (failure instanceof RaftInvariantError) violation = { property: 'Invariant', message: failure.message };
-    else if (failure !== null) violation = { property: 'Invariant', message: failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure) };
+    const violation = violationOf(this.failure);
     const fates = [...this.fates.values()];
     return {
       seed: this.options.seed,
       ok: violation === null,
       violation,
-      traceHash: this.hash.toString(16).padStart(8, '0') + this.hash2.toString(16).padStart(8, '0'),
+      traceHash: this.trace.hex,
       events: this.events,
       confirmed: [...this.published.values()].filter((p) => p.confirmed).length,
       acked: fates.filter((f) => f.settled).length,
