@@ -21,16 +21,7 @@ import {
 import { BrokerService, quorumq } from '@quorumq/proto';
 import { route, TopologyError, type Command, type EnqueueCommand, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
-import {
-  BrokerError,
-  Status,
-  failedPrecondition,
-  invalidArgument,
-  notFound,
-  resourceExhausted,
-  toServiceError,
-  unavailable,
-} from './errors.js';
+import { BrokerError, Status, failedPrecondition, invalidArgument, notFound, resourceExhausted, toServiceError, unavailable, Reason } from './errors.js';
 import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
 import type { BrokerNode, LocalQueue } from './node.js';
@@ -82,16 +73,16 @@ function metaError(reply: Extract<MetaReply, { ok: false }>): BrokerError {
 
 function queueError(reply: Extract<Reply, { type: 'error' }>, queue: string): BrokerError {
   switch (reply.code) {
-    case 'INVALID_ARGUMENT':
+    case Reason.INVALID_ARGUMENT:
       return invalidArgument(`queue ${JSON.stringify(queue)}: ${reply.message}`);
-    case 'UNKNOWN_CONSUMER':
-    case 'UNKNOWN_DELIVERY_TAG':
-    case 'CONSUMER_EXISTS':
+    case Reason.UNKNOWN_CONSUMER:
+    case Reason.UNKNOWN_DELIVERY_TAG:
+    case Reason.CONSUMER_EXISTS:
       return failedPrecondition(reply.code, `queue ${JSON.stringify(queue)}: ${reply.message}`);
     case 'FAILED_PRECONDITION':
-      return failedPrecondition('PRECONDITION_FAILED', `queue ${JSON.stringify(queue)}: ${reply.message}`);
-    case 'QUEUE_DELETED':
-      return notFound('QUEUE_NOT_FOUND', `queue ${JSON.stringify(queue)} was deleted`);
+      return failedPrecondition(Reason.PRECONDITION_FAILED, `queue ${JSON.stringify(queue)}: ${reply.message}`);
+    case Reason.QUEUE_DELETED:
+      return notFound(Reason.QUEUE_NOT_FOUND, `queue ${JSON.stringify(queue)} was deleted`);
     default:
       return failedPrecondition(String(reply.code), `queue ${JSON.stringify(queue)}: ${reply.message}`);
   }
@@ -108,7 +99,7 @@ function queueArgumentsFromWire(args: pb.QueueArguments.$Properties | null | und
   if (a.durable != null && !a.durable) {
     throw invalidArgument(
       'non-durable queues are not supported: every quorumq queue is replicated by Raft and durable; declare it without durable = false',
-      'DURABLE_REQUIRED',
+      Reason.DURABLE_REQUIRED,
     );
   }
   const input: Record<string, unknown> = {};
@@ -181,7 +172,7 @@ export class BrokerApi {
     const { input, replicas } = queueArgumentsFromWire(request.arguments);
     if (input.exclusive === true && !request.passive) {
       if (sessionId === undefined) {
-        throw invalidArgument(`an exclusive queue belongs to a client session: declare it with the SDK (metadata ${SESSION_METADATA})`, 'SESSION_REQUIRED');
+        throw invalidArgument(`an exclusive queue belongs to a client session: declare it with the SDK (metadata ${SESSION_METADATA})`, Reason.SESSION_REQUIRED);
       }
       // Its lease: unused (no consumer, no get, no redeclare by its session) this long, it goes.
       if (input.expiresMs === undefined) (input as Record<string, unknown>).expiresMs = this.node.config.exclusiveLeaseMs;
@@ -201,10 +192,10 @@ export class BrokerApi {
     });
     if (!reply.ok) throw metaError(reply);
     const definition = reply.queue;
-    if (definition === undefined) throw new BrokerError(Status.INTERNAL, 'INTERNAL', 'declare returned no queue');
+    if (definition === undefined) throw new BrokerError(Status.INTERNAL, Reason.INTERNAL, 'declare returned no queue');
     if (replicas !== null && replicas !== definition.members.length && !request.passive) {
       throw failedPrecondition(
-        'ARGUMENT_MISMATCH',
+        Reason.ARGUMENT_MISMATCH,
         `queue ${JSON.stringify(name)} exists with replicas = ${definition.members.length}, the declare asked for ${replicas}`,
       );
     }
@@ -330,7 +321,7 @@ export class BrokerApi {
     const tooLarge = this.rejectTooLarge(publishId, message);
     if (tooLarge !== null) return tooLarge;
     if (this.node.diskAlarm) {
-      throw resourceExhausted('DISK_ALARM', `node ${this.node.nodeId} is low on disk space (below disk_free_limit); publishes are refused until space is freed`);
+      throw resourceExhausted(Reason.DISK_ALARM, `node ${this.node.nodeId} is low on disk space (below disk_free_limit); publishes are refused until space is freed`);
     }
     const exchange = request.exchange ?? '';
     const routingKey = message.routingKey ?? '';
@@ -341,7 +332,7 @@ export class BrokerApi {
       // catch up with the metadata leader, then route again. Only unroutable publishes pay.
       await this.node.router.barrier.wait();
       targets = this.route(exchange, routingKey, headers);
-      if (targets === null) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist; declare it before publishing to it`);
+      if (targets === null) throw notFound(Reason.EXCHANGE_NOT_FOUND, `exchange ${JSON.stringify(exchange)} does not exist; declare it before publishing to it`);
     }
     if (targets.length === 0) {
       this.node.metrics.publishes.inc({ outcome: 'unroutable' });
@@ -492,7 +483,7 @@ export class BrokerApi {
       return;
     }
     const local = this.node.queues.get(name);
-    if (local === undefined) throw unavailable('NOT_LEADER', `queue ${JSON.stringify(name)} moved`);
+    if (local === undefined) throw unavailable(Reason.NOT_LEADER, `queue ${JSON.stringify(name)} moved`);
     const id = this.node.newConsumerId();
     const tag = subscribe.consumerTag || id;
     let closed = false;
@@ -573,7 +564,7 @@ export class BrokerApi {
     leader: string,
   ): void {
     const address = this.node.addressOf(leader);
-    if (address === null) throw unavailable('NO_LEADER', `the leader of queue ${JSON.stringify(subscribe.queue)} is unknown`);
+    if (address === null) throw unavailable(Reason.NO_LEADER, `the leader of queue ${JSON.stringify(subscribe.queue)} is unknown`);
     const metadata = new Metadata();
     const session = sessionOf(call);
     if (session !== undefined) metadata.set(SESSION_METADATA, session);
@@ -612,7 +603,7 @@ export class BrokerApi {
         if (member !== undefined) return member;
       }
       const left = until - this.node.env.now();
-      if (left <= 0) throw unavailable('NO_LEADER', `queue ${JSON.stringify(name)} has no leader (no quorum?)`);
+      if (left <= 0) throw unavailable(Reason.NO_LEADER, `queue ${JSON.stringify(name)} has no leader (no quorum?)`);
       // An election is running: woken when it ends (or when the time is up).
       await (local === undefined ? sleepOn(this.node.env, 20) : Promise.race([local.group.whenLeaderKnown(), sleepOn(this.node.env, left)]));
     }
@@ -629,7 +620,7 @@ export class BrokerApi {
     const leader = await this.queueLeader(name);
     if (leader === this.node.nodeId) return here();
     const address = this.node.addressOf(leader);
-    if (address === null) throw unavailable('NO_LEADER', `the leader of queue ${JSON.stringify(name)} is unknown`);
+    if (address === null) throw unavailable(Reason.NO_LEADER, `the leader of queue ${JSON.stringify(name)} is unknown`);
     return new Promise<Res>((resolve, reject) => {
       this.clientFor(address).makeUnaryRequest(
         method.path,
@@ -657,7 +648,7 @@ export class BrokerApi {
     const manual: pb.GetRequest.$Properties = { queue: name, manualAck: true };
     const response = await this.atLeader<pb.GetRequest.$Properties, pb.GetResponse.$Properties>(name, BrokerService.get, manual, async () => {
       const local = this.node.queues.get(name);
-      if (local === undefined || !local.group.isLeader) throw unavailable('NOT_LEADER', 'leadership moved; retry');
+      if (local === undefined || !local.group.isLeader) throw unavailable(Reason.NOT_LEADER, 'leadership moved; retry');
       const consumerId = `${this.node.nodeId}/get/${this.node.newConsumerId()}`;
       const result = await this.node.router.proposeLocal(local, { type: 'get', ackMode: 'manual', consumerId, ...withSession(sessionId) });
       const reply = result.reply;
@@ -703,7 +694,7 @@ export class BrokerApi {
     const name = requireName(request.name, 'name');
     return this.atLeader<pb.QueueStatusRequest.$Properties, pb.QueueStatusResponse.$Properties>(name, BrokerService.queueStatus, request, async () => {
       const local = this.node.queues.get(name);
-      if (local === undefined) throw unavailable('NOT_LEADER', 'leadership moved; retry');
+      if (local === undefined) throw unavailable(Reason.NOT_LEADER, 'leadership moved; retry');
       // A linearizable read: a leader just elected has not applied the entries its
       // predecessor committed until an entry of its own term commits; the counts then
       // include every publish confirmed before this request.
@@ -743,7 +734,7 @@ export class BrokerApi {
     const leader = await this.queueLeader(name);
     const local = this.node.queues.get(name);
     if (leader !== this.node.nodeId || local === undefined || !local.group.isLeader) {
-      throw unavailable('NOT_LEADER', `a move runs on the leader of ${JSON.stringify(name)}`, this.node.addressOf(leader));
+      throw unavailable(Reason.NOT_LEADER, `a move runs on the leader of ${JSON.stringify(name)}`, this.node.addressOf(leader));
     }
     const moveId = request.moveId ? request.moveId : await this.startMove(local, name, request);
     let last = '';
@@ -751,14 +742,14 @@ export class BrokerApi {
       if (call.cancelled) return;
       const current = this.node.queues.get(name);
       if (current === undefined || !current.group.isLeader) {
-        throw unavailable('LEADER_MOVED', `leadership of ${JSON.stringify(name)} moved; the move continues on the new leader`);
+        throw unavailable(Reason.LEADER_MOVED, `leadership of ${JSON.stringify(name)} moved; the move continues on the new leader`);
       }
       const progress = queueMove(current);
       if (progress === null || progress.moveId !== moveId) {
         if (request.moveId && last === '') {
-          throw notFound('MOVE_NOT_FOUND', `${JSON.stringify(name)} has no move ${JSON.stringify(moveId)} (another move replaced it, or there was none)`);
+          throw notFound(Reason.MOVE_NOT_FOUND, `${JSON.stringify(name)} has no move ${JSON.stringify(moveId)} (another move replaced it, or there was none)`);
         }
-        throw failedPrecondition('MOVE_REPLACED', `another move of ${JSON.stringify(name)} replaced this one`);
+        throw failedPrecondition(Reason.MOVE_REPLACED, `another move of ${JSON.stringify(name)} replaced this one`);
       }
       const report = { moved: progress.moved, total: progress.count, done: progress.done, moveId };
       const key = JSON.stringify(report);
@@ -777,7 +768,7 @@ export class BrokerApi {
     const exchange = request.destinationExchange ?? '';
     if (exchange !== '' && this.node.topology.exchange(exchange) === undefined) {
       await this.node.router.barrier.wait();
-      if (this.node.topology.exchange(exchange) === undefined) throw notFound('EXCHANGE_NOT_FOUND', `exchange ${JSON.stringify(exchange)} does not exist`);
+      if (this.node.topology.exchange(exchange) === undefined) throw notFound(Reason.EXCHANGE_NOT_FOUND, `exchange ${JSON.stringify(exchange)} does not exist`);
     }
     const moveId = `${this.node.nodeId}/${randomUUID()}`;
     const started = await this.node.router.proposeLocal(local, {
