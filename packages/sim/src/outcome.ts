@@ -1,6 +1,7 @@
 import { RaftInvariantError } from '@quorumq/raft';
 
 import { SafetyViolation, type Property } from './checker.js';
+import { CrashedProcess } from './fake-disk.js';
 
 /** A run's trace folded into a hash (two 32-bit FNV-style lanes): equal runs, equal hashes. */
 export class TraceHash {
@@ -26,4 +27,23 @@ export function violationOf(failure: unknown): { readonly property: Property; re
   if (failure instanceof SafetyViolation) return { property: failure.property, message: failure.message };
   if (failure instanceof RaftInvariantError) return { property: 'Invariant', message: failure.message };
   return { property: 'Invariant', message: failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure) };
+}
+
+/** A run's first failure: later ones are consequences. A crashed process's errors are not failures. */
+export class FirstFailure {
+  failure: unknown = null;
+
+  fail(error: unknown): void {
+    if (error instanceof CrashedProcess) return;
+    if (this.failure === null) this.failure = error;
+  }
+
+  /** Runs a check; what it throws is the run's failure (if it is the first). */
+  guard(check: () => void): void {
+    try {
+      check();
+    } catch (error) {
+      this.fail(error);
+    }
+  }
 }

@@ -1,9 +1,9 @@
 import { createRandom } from '@quorumq/raft';
 import type { ConfChange, NodeId, PlantedBug, Random } from '@quorumq/raft';
-import { TraceHash, violationOf } from './outcome.js';
+import { FirstFailure, TraceHash, violationOf } from './outcome.js';
 import { SafetyViolation } from './checker.js';
 import type { Property } from './checker.js';
-import { CrashedProcess, FakeDisk } from './fake-disk.js';
+import { FakeDisk } from './fake-disk.js';
 import { SimNetwork, chance } from './network.js';
 import type { NetworkFaults } from './network.js';
 import { Scheduler } from './scheduler.js';
@@ -107,7 +107,7 @@ export class Simulation {
     membershipChanges: 0,
   };
   private readonly pausedUntil = new Map<NodeId, number>();
-  private failure: unknown = null;
+  private readonly outcome = new FirstFailure();
   private healed = false;
   private readonly trace = new TraceHash();
   private events = 0;
@@ -165,24 +165,24 @@ export class Simulation {
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
     const deadline = faultPhaseMs + livenessPhaseMs;
     let converged = false;
-    while (this.failure === null) {
+    while (this.outcome.failure === null) {
       const event = this.scheduler.pop();
       if (event === undefined || event.time > deadline) break;
       if (++this.events > EVENTS_MAX) {
-        this.failure = new SafetyViolation('Liveness', `more than ${EVENTS_MAX} events by ${event.time} ms: a message storm or livelock`);
+        this.outcome.failure = new SafetyViolation('Liveness', `more than ${EVENTS_MAX} events by ${event.time} ms: a message storm or livelock`);
         break;
       }
       this.traceLine(`${event.time} ${event.label}`);
       event.run();
       await settle();
-      if (this.failure === null) this.checkAfterStep();
-      if (this.healed && this.failure === null && this.events % 16 === 0 && this.hasConverged()) {
+      if (this.outcome.failure === null) this.checkAfterStep();
+      if (this.healed && this.outcome.failure === null && this.events % 16 === 0 && this.hasConverged()) {
         converged = true;
         break;
       }
     }
-    if (this.failure === null && !converged) this.failure = this.livenessFailure(livenessPhaseMs);
-    if (this.failure === null) this.guard(() => this.workloads.forEach((workload) => workload.checkNothingAcknowledgedLost()));
+    if (this.outcome.failure === null && !converged) this.outcome.failure = this.livenessFailure(livenessPhaseMs);
+    if (this.outcome.failure === null) this.outcome.guard(() => this.workloads.forEach((workload) => workload.checkNothingAcknowledgedLost()));
     return this.result();
   }
 
@@ -197,8 +197,8 @@ export class Simulation {
       send: (envelope: GroupMessage) => this.network.send(envelope),
       onApplied: (groupId: string, _node: NodeId, proposalId: string) => this.workload(groupId).onApplied(proposalId),
       onRead: (groupId: string, node: NodeId, requestId: string, applied: readonly string[]) =>
-        this.guard(() => this.workload(groupId).onRead(node, requestId, applied)),
-      onFailure: (error: unknown) => this.fail(error),
+        this.outcome.guard(() => this.workload(groupId).onRead(node, requestId, applied)),
+      onFailure: (error: unknown) => this.outcome.fail(error),
       raftBugs: new Set([...this.bugs].filter((bug): bug is PlantedBug => bug !== 'ackBeforeFsync')),
       ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
       initialVoters: this.initialVoters,
@@ -217,7 +217,7 @@ export class Simulation {
         if (this.nodes.get(id) === 'starting') this.nodes.set(id, node);
         else node.stop();
       },
-      (error: unknown) => this.fail(error),
+      (error: unknown) => this.outcome.fail(error),
     );
   }
 
@@ -337,7 +337,7 @@ export class Simulation {
     const target = this.ids[this.random.nextInt(this.ids.length)]!;
     const replica = this.replica(leader, workload.groupId);
     if (replica === null || target === leader) return;
-    this.guard(() => replica.group.transferLeadership(target));
+    this.outcome.guard(() => replica.group.transferLeadership(target));
     this.faults.transfers++;
     this.traceLine(`transfer ${workload.groupId} ${leader}->${target}`);
   }
@@ -391,7 +391,7 @@ export class Simulation {
   // ------------------------------------------------------------ checks
 
   private checkAfterStep(): void {
-    this.guard(() => this.workloads.forEach((workload) => workload.checkLeaders()));
+    this.outcome.guard(() => this.workloads.forEach((workload) => workload.checkLeaders()));
   }
 
   private hasConverged(): boolean {
@@ -404,26 +404,13 @@ export class Simulation {
     return new SafetyViolation('Liveness', `cluster did not converge within ${livenessPhaseMs} ms of healing: ${states.join('; ')}`);
   }
 
-  private guard(check: () => void): void {
-    try {
-      check();
-    } catch (error) {
-      this.fail(error);
-    }
-  }
-
-  private fail(error: unknown): void {
-    if (error instanceof CrashedProcess) return;
-    if (this.failure === null) this.failure = error;
-  }
-
   private traceLine(line: string): void {
     this.trace.add(line);
     this.options.trace?.(line);
   }
 
   private result(): SimResult {
-    const violation = violationOf(this.failure);
+    const violation = violationOf(this.outcome.failure);
     this.faults.dropped = this.network.stats.dropped;
     this.faults.duplicated = this.network.stats.duplicated;
     const workloads = [...this.workloads.values()];

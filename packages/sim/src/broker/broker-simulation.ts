@@ -16,8 +16,8 @@ import { NodeStorage } from '@quorumq/storage';
 import { pino } from 'pino';
 
 import { SafetyChecker, SafetyViolation, type Property } from '../checker.js';
-import { CrashedProcess, FakeDisk } from '../fake-disk.js';
-import { TraceHash, violationOf } from '../outcome.js';
+import { FakeDisk } from '../fake-disk.js';
+import { FirstFailure, TraceHash, violationOf } from '../outcome.js';
 import { chance, HEALTHY_NETWORK, SimNetwork, type NetworkFaults } from '../network.js';
 import { Scheduler } from '../scheduler.js';
 import { simEnv } from '../sim-env.js';
@@ -113,7 +113,7 @@ export class BrokerSimulation implements SimCluster {
   /** Acks sent to each node and not answered: if it crashes, their outcome is unknown. */
   private readonly acksInFlight = new Map<NodeId, Set<Fate>>();
   private readonly profile: { readonly network: NetworkFaults; readonly crashEveryMs: number; readonly partitionEveryMs: number; readonly tornWriteRate: number };
-  private failure: unknown = null;
+  private readonly outcome = new FirstFailure();
   private setupDone = false;
   private setupAt = 0;
   private healed = false;
@@ -163,23 +163,23 @@ export class BrokerSimulation implements SimCluster {
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
     const deadline = faultPhaseMs + livenessPhaseMs;
     let converged = false;
-    while (this.failure === null) {
+    while (this.outcome.failure === null) {
       const event = this.scheduler.pop();
       if (event === undefined || event.time > deadline) break;
       if (++this.events > EVENTS_MAX) {
-        this.failure = new SafetyViolation('Liveness', `more than ${EVENTS_MAX} events by ${event.time} ms`);
+        this.outcome.failure = new SafetyViolation('Liveness', `more than ${EVENTS_MAX} events by ${event.time} ms`);
         break;
       }
       this.traceLine(`${event.time} ${event.label}`);
       event.run();
       for (let round = 0; round < SETTLE_ROUNDS; round++) await null;
-      if (!this.publishing && this.failure === null && this.events % 32 === 0 && this.hasConverged()) {
+      if (!this.publishing && this.outcome.failure === null && this.events % 32 === 0 && this.hasConverged()) {
         converged = true;
         break;
       }
     }
-    if (this.failure === null && !converged) this.failure = new SafetyViolation('Liveness', `the broker did not drain and converge within ${livenessPhaseMs} ms of healing: ${this.describe()}`);
-    if (this.failure === null) this.guard(() => this.checkFinal());
+    if (this.outcome.failure === null && !converged) this.outcome.failure = new SafetyViolation('Liveness', `the broker did not drain and converge within ${livenessPhaseMs} ms of healing: ${this.describe()}`);
+    if (this.outcome.failure === null) this.outcome.guard(() => this.checkFinal());
     return this.result();
   }
 
@@ -229,12 +229,12 @@ export class BrokerSimulation implements SimCluster {
           link: new SimPeerLink(id, this, alive),
           logger: pino({ level: 'silent' }),
           metrics: new NodeMetrics(100, false),
-          onFatal: (error) => this.fail(error),
+          onFatal: (error) => this.outcome.fail(error),
           groupSetup: (groupId) => ({
             tuning: { appendEntriesMax: 16, inflightAppendsMax: 4, snapshotChunkBytes: 4096, retainedEntriesAfterSnapshot: 8 },
             observer: {
-              appending: (entries, termBefore) => this.guard(() => this.checker(groupId).observeAppended(id, entries, termBefore)),
-              applying: (entry) => this.guard(() => this.checker(groupId).observeApplied(id, entry)),
+              appending: (entries, termBefore) => this.outcome.guard(() => this.checker(groupId).observeAppended(id, entries, termBefore)),
+              applying: (entry) => this.outcome.guard(() => this.checker(groupId).observeApplied(id, entry)),
             },
             testOnlyBugs: {
               raft: new Set([...this.bugs].filter((b): b is PlantedBug => b !== 'ackBeforeFsync' && b !== 'confirmDeadLetterBeforeTarget' && b !== 'confirmMoveBeforeTarget')),
@@ -248,7 +248,7 @@ export class BrokerSimulation implements SimCluster {
         });
         this.nodes.set(id, node);
       },
-      (error: unknown) => this.fail(error),
+      (error: unknown) => this.outcome.fail(error),
     );
   }
 
@@ -473,7 +473,7 @@ export class BrokerSimulation implements SimCluster {
     const text = new TextDecoder().decode(message.body);
     const id = Number(text.slice(1));
     if (!/^m[0-9]+$/.test(text)) {
-      this.fail(new SafetyViolation('ConfirmedNotLost', `a delivery from ${consumer.queue} lost its body (${JSON.stringify(text)}; deaths ${JSON.stringify(message.deaths)})`));
+      this.outcome.fail(new SafetyViolation('ConfirmedNotLost', `a delivery from ${consumer.queue} lost its body (${JSON.stringify(text)}; deaths ${JSON.stringify(message.deaths)})`));
       return;
     }
     const fate = this.fates.get(id) ?? { settled: false, deadLettered: false };
@@ -484,7 +484,7 @@ export class BrokerSimulation implements SimCluster {
       fate.deadLettered = true;
       const death = message.deaths[0];
       if (death === undefined || death.queue !== WORK || !['rejected', 'expired', 'delivery_limit'].includes(death.reason ?? '')) {
-        this.fail(new SafetyViolation('DeathRecorded', `m${id} reached ${consumer.queue} with death records ${JSON.stringify(message.deaths)}`));
+        this.outcome.fail(new SafetyViolation('DeathRecorded', `m${id} reached ${consumer.queue} with death records ${JSON.stringify(message.deaths)}`));
         return;
       }
     }
@@ -607,26 +607,13 @@ export class BrokerSimulation implements SimCluster {
     return `${queues.join('; ')}; ${inFlight} publishes in flight; setup ${this.setupDone ? 'done' : 'not done'}`;
   }
 
-  private guard(check: () => void): void {
-    try {
-      check();
-    } catch (error) {
-      this.fail(error);
-    }
-  }
-
-  private fail(error: unknown): void {
-    if (error instanceof CrashedProcess) return;
-    if (this.failure === null) this.failure = error;
-  }
-
   private traceLine(line: string): void {
     this.trace.add(line);
     this.options.trace?.(line);
   }
 
   private result(): BrokerSimResult {
-    const violation = violationOf(this.failure);
+    const violation = violationOf(this.outcome.failure);
     const fates = [...this.fates.values()];
     return {
       seed: this.options.seed,
