@@ -53,6 +53,8 @@ export declare const Reason: {
   // RESOURCE_EXHAUSTED
   /** The node is low on disk space; publishes are refused until it is freed (retriable). */
   readonly DISK_ALARM: 'DISK_ALARM';
+  /** The node's resident memory is above its high watermark; publishes are refused until it falls (retriable). */
+  readonly MEMORY_ALARM: 'MEMORY_ALARM';
   readonly TOO_MANY_HEADERS: 'TOO_MANY_HEADERS';
   readonly HEADERS_TOO_DEEP: 'HEADERS_TOO_DEEP';
   readonly HEADERS_TOO_LARGE: 'HEADERS_TOO_LARGE';

@@ -63,6 +63,8 @@ export const Reason = Object.freeze({
   // RESOURCE_EXHAUSTED
   /** The node is low on disk space; publishes are refused until it is freed (retriable). */
   DISK_ALARM: 'DISK_ALARM',
+  /** The node's resident memory is above its high watermark; publishes are refused until it falls (retriable). */
+  MEMORY_ALARM: 'MEMORY_ALARM',
   TOO_MANY_HEADERS: 'TOO_MANY_HEADERS',
   HEADERS_TOO_DEEP: 'HEADERS_TOO_DEEP',
   HEADERS_TOO_LARGE: 'HEADERS_TOO_LARGE',

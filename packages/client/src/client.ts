@@ -118,6 +118,8 @@ export interface NodeStatus {
   readonly address: string;
   readonly reachable: boolean;
   readonly diskAlarm: boolean;
+  /** Resident memory above the node's high watermark: it refuses publishes (`MEMORY_ALARM`). */
+  readonly memoryAlarm: boolean;
 }
 
 export interface ClusterStatus {
@@ -271,7 +273,7 @@ export class QuorumqClient {
     this.lastRefresh = Date.now();
     const nodes: Record<string, NodeStatus> = {};
     for (const n of response.nodes ?? []) {
-      const node: NodeStatus = { id: n.id ?? '', address: n.address ?? '', reachable: n.reachable ?? false, diskAlarm: n.diskAlarm ?? false };
+      const node: NodeStatus = { id: n.id ?? '', address: n.address ?? '', reachable: n.reachable ?? false, diskAlarm: n.diskAlarm ?? false, memoryAlarm: n.memoryAlarm ?? false };
       nodes[node.id] = node;
       this.transport.learnNode(node.id, node.address);
     }

@@ -34,8 +34,12 @@ export function toPublishResult(response: quorumq.v1.PublishResponse.$Properties
     case Outcome.PUBLISH_OUTCOME_DUPLICATE:
       return { outcome: 'duplicate', ...base };
     case Outcome.PUBLISH_OUTCOME_FAILED: {
-      const code = statusName(response.statusCode ?? 2);
-      return throwFailed(code === 'OK' ? 'UNKNOWN' : code, reason, node);
+      const name = statusName(response.statusCode ?? 2);
+      const code = name === 'OK' ? 'UNKNOWN' : name;
+      const errorReason = response.errorReason ?? '';
+      // The broker's stable reason, when it sends one, with its message for a person.
+      if (errorReason !== '') return throwFailed(code, errorReason, node, `publish failed: ${code} (${errorReason}): ${reason}`);
+      return throwFailed(code, reason, node);
     }
     default:
       return throwFailed('INTERNAL', reason === '' ? SdkReason.UNKNOWN_OUTCOME : reason, node, `unknown publish outcome ${String(response.outcome)}`);

@@ -27,6 +27,7 @@ describe('QuorumqError', () => {
     expect(isRetriable('UNAVAILABLE', '')).toBe(true);
     expect(isRetriable('DEADLINE_EXCEEDED', '')).toBe(true);
     expect(isRetriable('RESOURCE_EXHAUSTED', 'DISK_ALARM')).toBe(true);
+    expect(isRetriable('RESOURCE_EXHAUSTED', Reason.MEMORY_ALARM)).toBe(true);
     expect(isRetriable('RESOURCE_EXHAUSTED', 'MESSAGE_TOO_LARGE')).toBe(false);
     expect(isRetriable('INTERNAL', 'STREAM_BROKEN')).toBe(true);
     for (const code of ['NOT_FOUND', 'INVALID_ARGUMENT', 'FAILED_PRECONDITION', 'ALREADY_EXISTS']) expect(isRetriable(code, '')).toBe(false);
@@ -59,6 +60,6 @@ describe('reasons', () => {
     const sent: readonly string[] = Object.values(Reason);
     expect(Object.values(SdkReason).filter((reason) => sent.includes(reason))).toEqual([]);
     expect(Object.values(SdkReason)).toContain('STREAM_BROKEN');
-    expect(sent).toEqual(expect.arrayContaining(['QUEUE_NOT_FOUND', 'NOT_LEADER', 'OUTCOME_UNKNOWN', 'RESOURCE_LOCKED', 'DISK_ALARM']));
+    expect(sent).toEqual(expect.arrayContaining(['QUEUE_NOT_FOUND', 'NOT_LEADER', 'OUTCOME_UNKNOWN', 'RESOURCE_LOCKED', 'DISK_ALARM', 'MEMORY_ALARM']));
   });
 });

@@ -506,7 +506,7 @@ export class FakeBroker {
       clusterStatus: this.unary('clusterStatus', (): quorumq.v1.ClusterStatusResponse.$Properties => ({
         node: this.nodeId,
         metadataLeader: state.nodes[0]?.id ?? '',
-        nodes: state.nodes.map((n) => ({ id: n.id, address: n.address, reachable: true, diskAlarm: false })),
+        nodes: state.nodes.map((n) => ({ id: n.id, address: n.address, reachable: true, diskAlarm: false, memoryAlarm: false })),
         queues: [...state.queues.values()].map((q) => this.queueStatus(q)),
       })),
     };

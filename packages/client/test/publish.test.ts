@@ -73,6 +73,16 @@ describe('publish', () => {
     expect(missing).toMatchObject({ code: 'NOT_FOUND', reason: 'EXCHANGE_NOT_FOUND', retriable: false });
   });
 
+  it("takes a FAILED outcome's error_reason as the reason (a publish stream in a memory alarm), with the broker's message", async () => {
+    const details = 'node n1 is using 209715200 bytes (200.0 MiB) of resident memory, above its high watermark';
+    const failed = { outcome: quorumq.v1.PublishOutcome.PUBLISH_OUTCOME_FAILED, statusCode: grpc.status.RESOURCE_EXHAUSTED, reason: details, errorReason: 'MEMORY_ALARM' };
+    broker.forcedOutcomes.push(failed);
+    const error = await client.createPublisher().publish('jobs', 'x').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QuorumqError);
+    expect(error).toMatchObject({ code: 'RESOURCE_EXHAUSTED', reason: 'MEMORY_ALARM', retriable: true });
+    expect((error as QuorumqError).message).toContain(details);
+  });
+
   it('maps a status error with trailers', async () => {
     broker.failNext('publish', { code: grpc.status.INVALID_ARGUMENT, reason: 'BAD_PRIORITY', details: 'priority out of range' });
     const error = await client.publish('', 'jobs', 'x').catch((e: unknown) => e);

@@ -41,6 +41,13 @@ export interface NodeConfig {
   readonly maxSettlesPerRequest: number;
   /** Publishes are refused while the data directory's free space is below this. */
   readonly diskFreeLimitBytes: number;
+  /**
+   * Publishes are refused while the process's resident memory is above this fraction of the
+   * memory limit (the container's cgroup limit, else the machine's memory: memory-limit.ts).
+   */
+  readonly memoryHighWatermark: number;
+  /** The high watermark in bytes, instead of the fraction; null to use the fraction. */
+  readonly memoryHighWatermarkBytes: number | null;
   readonly defaultReplicas: number;
   /** How long a publish or admin call waits for a quorum before UNAVAILABLE. */
   readonly requestTimeoutMs: number;
@@ -81,6 +88,9 @@ export const DEFAULTS = {
   maxHeaderBytes: 1024 * 1024,
   maxSettlesPerRequest: 10_000,
   diskFreeLimitBytes: 1024 * 1024 * 1024,
+  // RabbitMQ's vm_memory_high_watermark.
+  memoryHighWatermark: 0.4,
+  memoryHighWatermarkBytes: null,
   defaultReplicas: 3,
   requestTimeoutMs: 5000,
   exclusiveLeaseMs: 30_000,
@@ -113,6 +123,8 @@ const ENV: Record<string, string> = {
   QUORUMQ_MAX_HEADER_BYTES: 'maxHeaderBytes',
   QUORUMQ_MAX_SETTLES_PER_REQUEST: 'maxSettlesPerRequest',
   QUORUMQ_DISK_FREE_LIMIT_BYTES: 'diskFreeLimitBytes',
+  QUORUMQ_MEMORY_HIGH_WATERMARK: 'memoryHighWatermark',
+  QUORUMQ_MEMORY_HIGH_WATERMARK_BYTES: 'memoryHighWatermarkBytes',
   QUORUMQ_DEFAULT_REPLICAS: 'defaultReplicas',
   QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
   QUORUMQ_LOG_LEVEL: 'logLevel',
@@ -155,6 +167,24 @@ function integer(raw: Raw, key: string, fallback: number, min: number): number {
   const n = typeof value === 'string' ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < min) {
     throw new ConfigError(`${key}: expected an integer >= ${min}, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+/** An integer >= min, or null when unset. */
+function optionalInteger(raw: Raw, key: string, min: number): number | null {
+  const value = raw[key];
+  if (value === undefined || value === null || value === '') return null;
+  return integer(raw, key, min, min);
+}
+
+/** A number in (0, 1]. */
+function fraction(raw: Raw, key: string, fallback: number): number {
+  const value = raw[key];
+  if (value === undefined || value === null || value === '') return fallback;
+  const n = typeof value === 'string' ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n <= 0 || n > 1) {
+    throw new ConfigError(`${key}: expected a fraction above 0 and at most 1 (e.g. 0.4 for 40%), got ${JSON.stringify(value)}`);
   }
   return n;
 }
@@ -245,6 +275,8 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     maxHeaderBytes: integer(raw, 'maxHeaderBytes', DEFAULTS.maxHeaderBytes, 0),
     maxSettlesPerRequest: integer(raw, 'maxSettlesPerRequest', DEFAULTS.maxSettlesPerRequest, 1),
     diskFreeLimitBytes: integer(raw, 'diskFreeLimitBytes', DEFAULTS.diskFreeLimitBytes, 0),
+    memoryHighWatermark: fraction(raw, 'memoryHighWatermark', DEFAULTS.memoryHighWatermark),
+    memoryHighWatermarkBytes: optionalInteger(raw, 'memoryHighWatermarkBytes', 0),
     defaultReplicas: integer(raw, 'defaultReplicas', DEFAULTS.defaultReplicas, 1),
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),
     exclusiveLeaseMs: integer(raw, 'exclusiveLeaseMs', DEFAULTS.exclusiveLeaseMs, 100),

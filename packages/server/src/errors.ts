@@ -50,6 +50,12 @@ export function toServiceError(error: unknown): Partial<ServiceError> {
   return new BrokerError(Status.INTERNAL, Reason.INTERNAL, `internal error: ${message}`).toServiceError();
 }
 
+/** The `quorumq-reason` a status carries, '' when none. */
+export function reasonOf(status: Partial<ServiceError>): string {
+  const reason = status.metadata?.get(REASON_TRAILER)[0];
+  return typeof reason === 'string' ? reason : '';
+}
+
 export function isServiceError(error: unknown): error is ServiceError {
   return (
     typeof error === 'object' &&

@@ -64,6 +64,12 @@ export class NodeMetrics {
     registers: [this.registry],
   });
   readonly diskAlarm = new Gauge({ name: 'quorumq_disk_alarm', help: '1 while free disk space is below disk_free_limit', registers: [this.registry] });
+  readonly memoryAlarm = new Gauge({ name: 'quorumq_memory_alarm', help: '1 while resident memory is above the memory high watermark', registers: [this.registry] });
+  readonly memoryHighWatermarkBytes = new Gauge({
+    name: 'quorumq_memory_high_watermark_bytes',
+    help: 'Resident memory above which publishes are refused (compare process_resident_memory_bytes)',
+    registers: [this.registry],
+  });
   // Queue depths are computed when /metrics is scraped, not kept up to date on every change.
   // Only a queue's leader reports it (a sum over the cluster counts each queue once), and
   // per-queue series are capped: with more queues than `queueLimit` only the largest are

@@ -6,7 +6,7 @@
  *
  * `BrokerNode.create` takes everything from outside as parameters (clock and timers, storage,
  * peers): the simulator builds nodes with it. `BrokerNode.start` builds a real node: LevelDB
- * and the WAL on disk, gRPC peers, the metrics server, the disk-space check.
+ * and the WAL on disk, gRPC peers, the metrics server, the disk-space and memory checks.
  */
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -24,6 +24,7 @@ import { unavailable, Reason } from './errors.js';
 import { LeaderDuties } from './leader-duties.js';
 import type { LeaderWorkContext } from './leader-work.js';
 import { META_GROUP } from './local-queue.js';
+import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
 import { MoveWorker, type MoveTestOnlyBugs } from './move-worker.js';
@@ -60,6 +61,14 @@ export interface BrokerNodeParts {
   /** How each Raft group is set up beyond the config (the simulator's checkers). */
   readonly groupSetup?: (groupId: string) => GroupSetup;
   readonly testOnlyBugs?: NodeTestOnlyBugs;
+  /** The memory alarm (spec 2), sampled by a real node; none in the simulator. */
+  readonly memoryAlarm?: MemoryAlarm;
+}
+
+/** What `BrokerNode.start` takes from outside beyond the config (a test drives these). */
+export interface BrokerNodeHost {
+  /** The process's resident memory now; `process.memoryUsage.rss()` by default. */
+  readonly residentMemoryBytes?: () => number;
 }
 
 export class BrokerNode {
@@ -77,6 +86,7 @@ export class BrokerNode {
   /** Warnings a peer can cause over and over (refused calls and messages), rate-limited. */
   readonly warnings: WarnLimiter;
   diskAlarm = false;
+  readonly memory: MemoryAlarm | null;
   private readonly onFatal: (error: unknown) => void;
   private ticker: Timer | null = null;
   private diskTimer: Timer | null = null;
@@ -93,6 +103,7 @@ export class BrokerNode {
     this.logger = logger;
     this.metrics = metrics;
     this.onFatal = parts.onFatal;
+    this.memory = parts.memoryAlarm ?? null;
     this.warnings = new WarnLimiter(logger, 10_000, () => env.now());
     const groupSetup = parts.groupSetup ?? (() => ({}));
     const isStopping = (): boolean => this.stopping;
@@ -188,8 +199,8 @@ export class BrokerNode {
     return node;
   }
 
-  /** A real node: storage in `config.dataDir`, gRPC peers, metrics, the disk check. */
-  static async start(config: NodeConfig, logger: Logger, onFatal: (error: unknown) => void): Promise<BrokerNode> {
+  /** A real node: storage in `config.dataDir`, gRPC peers, metrics, the disk and memory checks. */
+  static async start(config: NodeConfig, logger: Logger, onFatal: (error: unknown) => void, host: BrokerNodeHost = {}): Promise<BrokerNode> {
     const kv = await LevelKvStore.open(join(config.dataDir, 'kv'));
     const metrics = new NodeMetrics(config.metricsQueueLimit);
     let node: BrokerNode | null = null;
@@ -214,10 +225,15 @@ export class BrokerNode {
       metrics.peerBatches.inc();
       metrics.peerMessages.inc(messages);
     });
-    node = BrokerNode.create({ config, env: systemEnv, storage, link: transport, logger, metrics, onFatal });
+    const memoryAlarm = MemoryAlarm.ofProcess(config, logger, metrics, host.residentMemoryBytes);
+    node = BrokerNode.create({ config, env: systemEnv, storage, link: transport, logger, metrics, onFatal, memoryAlarm });
     await node.checkDisk();
+    memoryAlarm.check();
     const started = node;
-    node.diskTimer = every(systemEnv, 2000, () => void started.checkDisk());
+    node.diskTimer = every(systemEnv, 2000, () => {
+      void started.checkDisk();
+      memoryAlarm.check();
+    });
     if (config.metricsListen !== null) node.metricsServer = await metrics.listen(config.metricsListen);
     return node;
   }
@@ -289,6 +305,11 @@ export class BrokerNode {
     if (this.stopping) return;
     this.logger.fatal({ err: error }, 'unrecoverable error; stopping the node (restart recovers from the WAL)');
     this.onFatal(error);
+  }
+
+  /** Whether publishes are refused for want of memory (see memory-alarm.ts). */
+  get memoryAlarm(): boolean {
+    return this.memory?.active ?? false;
   }
 
   private async checkDisk(): Promise<void> {

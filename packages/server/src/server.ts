@@ -10,7 +10,7 @@ import { pino, type Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
 import { BrokerError, Reason, Status } from './errors.js';
-import { BrokerNode } from './node.js';
+import { BrokerNode, type BrokerNodeHost } from './node.js';
 import { addReflection } from './reflection.js';
 import { responseSentInterceptor } from './response-sent.js';
 import { checkBindingArguments, checkConsumeRequest, type RequestLimits } from './request-limits.js';
@@ -72,7 +72,7 @@ function brokerServiceFor(limits: RequestLimits): typeof BrokerService {
 
 export async function startNode(
   config: NodeConfig,
-  options: { logger?: Logger; onFatal?: (error: unknown) => void } = {},
+  options: { logger?: Logger; onFatal?: (error: unknown) => void } & BrokerNodeHost = {},
 ): Promise<RunningNode> {
   const logger = options.logger ?? createLogger(config);
   const onFatal =
@@ -81,7 +81,7 @@ export async function startNode(
       logger.fatal({ err: error }, 'fatal error, exiting');
       process.exit(70);
     });
-  const node = await BrokerNode.start(config, logger, onFatal);
+  const node = await BrokerNode.start(config, logger, onFatal, options);
   const api = new BrokerApi(node);
   const server = new Server({
     'grpc.max_receive_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),

@@ -21,7 +21,7 @@ import {
 import { BrokerService, quorumq } from '@quorumq/proto';
 import { route, TopologyError, type Command, type EnqueueCommand, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
-import { BrokerError, Status, failedPrecondition, invalidArgument, notFound, resourceExhausted, toServiceError, unavailable, Reason } from './errors.js';
+import { BrokerError, Status, failedPrecondition, invalidArgument, notFound, reasonOf, resourceExhausted, toServiceError, unavailable, Reason } from './errors.js';
 import { bindingArgumentsFromWire, headersFromWire } from './headers.js';
 import type { MetaReply } from './meta-machine.js';
 import type { BrokerNode, LocalQueue } from './node.js';
@@ -323,6 +323,8 @@ export class BrokerApi {
     if (this.node.diskAlarm) {
       throw resourceExhausted(Reason.DISK_ALARM, `node ${this.node.nodeId} is low on disk space (below disk_free_limit); publishes are refused until space is freed`);
     }
+    const memory = this.node.memory;
+    if (memory?.active) throw resourceExhausted(Reason.MEMORY_ALARM, memory.refusal(this.node.nodeId));
     const exchange = request.exchange ?? '';
     const routingKey = message.routingKey ?? '';
     const headers = headersFromWire(message.headers);
@@ -431,6 +433,7 @@ export class BrokerApi {
               outcome: pb.PublishOutcome.PUBLISH_OUTCOME_FAILED,
               reason: status.details ?? 'failed',
               statusCode: code,
+              errorReason: reasonOf(status),
             });
           },
         ),
@@ -717,6 +720,7 @@ export class BrokerApi {
       address,
       reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
+      memoryAlarm: id === this.node.nodeId ? this.node.memoryAlarm : false,
     }));
     const queues = [...this.node.knownQueues.keys()].sort().map((name) => this.localQueueStatus(name));
     return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues, maxMessageBytes: this.node.config.maxMessageBytes };

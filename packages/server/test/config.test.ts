@@ -1,4 +1,4 @@
-/** The cluster secret in the node configuration (issue 12 item 4). */
+/** The cluster secret in the node configuration (issue 12 item 4); the memory high watermark (spec 2). */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,5 +56,33 @@ describe('the cluster secret', () => {
     }
     expect(message).toMatch(/at least 16/);
     expect(message).not.toContain('short-secret');
+  });
+});
+
+describe('the memory high watermark', () => {
+  const ONE = { nodeId: 'n1' };
+
+  it('is 0.4 of the memory limit by default, with no absolute bytes', () => {
+    const config = loadConfig(null, {}, ONE);
+    expect(config.memoryHighWatermark).toBe(0.4);
+    expect(config.memoryHighWatermarkBytes).toBeNull();
+  });
+
+  it('comes from QUORUMQ_MEMORY_HIGH_WATERMARK(_BYTES) or the file', () => {
+    const fromEnv = loadConfig(null, { QUORUMQ_MEMORY_HIGH_WATERMARK: '0.75', QUORUMQ_MEMORY_HIGH_WATERMARK_BYTES: '1073741824' }, ONE);
+    expect([fromEnv.memoryHighWatermark, fromEnv.memoryHighWatermarkBytes]).toEqual([0.75, 1073741824]);
+    const fromFile = loadConfig(tempFile('node.json', JSON.stringify({ ...ONE, memoryHighWatermark: 1, memoryHighWatermarkBytes: 0 })), {});
+    expect([fromFile.memoryHighWatermark, fromFile.memoryHighWatermarkBytes]).toEqual([1, 0]);
+    expect(loadConfig(tempFile('node.json', JSON.stringify({ ...ONE, memoryHighWatermarkBytes: null })), {}).memoryHighWatermarkBytes).toBeNull();
+  });
+
+  it('refuses a fraction outside (0, 1] and bytes that are not an integer >= 0, saying what it expected', () => {
+    for (const bad of ['0', '-0.1', '1.5', '40%', 'NaN', 'Infinity']) {
+      expect(() => loadConfig(null, { QUORUMQ_MEMORY_HIGH_WATERMARK: bad }, ONE)).toThrow(/memoryHighWatermark: expected a fraction above 0 and at most 1/);
+    }
+    expect(() => loadConfig(null, {}, { ...ONE, memoryHighWatermark: true })).toThrow(ConfigError);
+    for (const bad of ['-1', '1.5', '2GiB']) {
+      expect(() => loadConfig(null, { QUORUMQ_MEMORY_HIGH_WATERMARK_BYTES: bad }, ONE)).toThrow(/memoryHighWatermarkBytes: expected an integer >= 0/);
+    }
   });
 });
