@@ -167,6 +167,24 @@ describe('MessageStore: open and adopt', { timeout: 30_000 }, () => {
     await store.close();
   });
 
+  it('treats a segment with a torn header as empty, and deletes it at recovered()', async () => {
+    const dir = await tempDir('ms-tornheader');
+    const ids = await writeStore(dir, 2);
+    const header = encodeSegmentHeader({ segment: 2, recordIdFloor: 3 });
+    await writeFile(join(dir, segmentFileName(2)), header.subarray(0, 10)); // a crash right after creating it
+    const { store, warnings } = await openStore(dir);
+    expect(warnings.matching(/00000002.seg holds no records: its header was never completely written/)).toHaveLength(1);
+    const handles = ids.map((id) => store.adopt(id)!);
+    store.recovered();
+    await store.idle();
+    expect(await storeFiles(dir, '.seg')).toEqual([segmentFileName(1), segmentFileName(3)]);
+    handles.forEach((h, i) => expectBytes(store.read(h), message(i)));
+    await store.close();
+    const again = await openStore(dir);
+    expect(again.warnings.messages).toEqual([]);
+    await again.store.close();
+  });
+
   it('refuses a directory with segments but no store.id', async () => {
     const dir = await tempDir('ms-noid');
     await writeStore(dir, 1);

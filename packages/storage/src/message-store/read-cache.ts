@@ -15,6 +15,8 @@ export class ReadCache {
   private readonly chunks = new Map<number, Uint8Array>();
   /** Invariant: the sum of the cached chunks' lengths, and at most `bytesMax`. */
   private held = 0;
+  /** Key of the last chunk in `chunks` (-1 if none): a hit on it need not move it. */
+  private newest = -1;
 
   constructor(readonly bytesMax: number) {
     assert(Number.isSafeInteger(bytesMax) && bytesMax >= 0, () => `bad cache size ${bytesMax}`);
@@ -28,9 +30,10 @@ export class ReadCache {
   get(segment: number, chunk: number): Uint8Array | undefined {
     const key = keyOf(segment, chunk);
     const bytes = this.chunks.get(key);
-    if (bytes === undefined) return undefined;
+    if (bytes === undefined || key === this.newest) return bytes;
     this.chunks.delete(key);
     this.chunks.set(key, bytes);
+    this.newest = key;
     return bytes;
   }
 
@@ -43,7 +46,8 @@ export class ReadCache {
       this.chunks.delete(key);
       this.held -= old.byteLength;
     }
-    this.chunks.set(keyOf(segment, chunk), bytes);
+    this.newest = keyOf(segment, chunk);
+    this.chunks.set(this.newest, bytes);
     this.held += bytes.byteLength;
     assert(this.held <= this.bytesMax, 'read cache over its bound');
   }
@@ -54,6 +58,7 @@ export class ReadCache {
     if (old === undefined) return;
     this.chunks.delete(key);
     this.held -= old.byteLength;
+    if (key === this.newest) this.newest = -1;
   }
 
   /** Drops every chunk of a segment (deleted: its number is never used again). */
@@ -62,12 +67,14 @@ export class ReadCache {
       if (Math.floor(key / CHUNKS_PER_SEGMENT_MAX) !== segment) continue;
       this.chunks.delete(key);
       this.held -= old.byteLength;
+      if (key === this.newest) this.newest = -1;
     }
   }
 
   clear(): void {
     this.chunks.clear();
     this.held = 0;
+    this.newest = -1;
   }
 }
 

@@ -38,7 +38,12 @@ export async function loadSegment(fs: StoreFs, dir: string, number: number, hasI
     }
   }
   const scan = scanStoreSegment(await fs.readFile(path), number);
-  if (scan.headerProblem !== null && scan.tail?.offset !== 0) logger.warn(`message store: ${path}: ${scan.headerProblem}; its frames are checked one by one`);
+  const tornHeader = scan.header === null && scan.records.count === 0 && (scan.tail === null || scan.tail.offset === 0);
+  if (tornHeader) {
+    logger.warn(`message store: ${path} holds no records: its header was never completely written (a crash right after it was created)`);
+  } else if (scan.headerProblem !== null) {
+    logger.warn(`message store: ${path}: ${scan.headerProblem}; its frames are checked one by one`);
+  }
   for (const range of scan.skipped) {
     logger.warn(`message store: ${path}: ${range.bytes} damaged bytes at offset ${range.offset} skipped (${range.reason}); the records in them are lost`);
   }

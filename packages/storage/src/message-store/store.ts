@@ -116,6 +116,8 @@ export class MessageStore implements MessageStoreApi {
   private writer: { readonly segment: Segment; readonly file: WalFile } | null;
   private writing = false;
   private flushScheduled = false;
+  /** Set by `close` after its last flush: a run scheduled before it must not start a file. */
+  private writerClosed = false;
   private idleWaiters: Array<() => void> = [];
   // Frame bytes placed by this process, in placing order. Invariant: durable <= written <= placed.
   private placedBytes = 0;
@@ -184,10 +186,11 @@ export class MessageStore implements MessageStoreApi {
     const lookup = RecoveryLookup.build(loaded.map((found) => ({ segment: found.number, records: found.records })));
     let recordIdFloor = Math.max(1, lookup.maxRecordId + 1);
     for (const found of loaded) recordIdFloor = Math.max(recordIdFloor, found.recordIdFloor);
-    // A scanned segment gets its index now, so the next open need not scan it again. Its
-    // directory entry is made durable by the new segment's directory sync just below.
+    // A scanned segment gets its index now, so the next open need not scan it again (one
+    // without records is deleted at recovered()). The index's directory entry is made
+    // durable by the new segment's directory sync just below.
     for (const found of loaded) {
-      if (!found.scanned) continue;
+      if (!found.scanned || found.records.count === 0) continue;
       try {
         await writeIndexFile(fs, dir, found.number, { segmentBytes: found.validBytes, records: found.records });
       } catch (error) {
@@ -313,7 +316,7 @@ export class MessageStore implements MessageStoreApi {
     const recordId = this.handles.recordId(handle);
     const frameBytes = FRAME_OVERHEAD_BYTES + messageBytes;
     const unwritten = this.pending.find(segment, offset, frameBytes);
-    if (unwritten !== undefined) return unwritten.slice(FRAME_OVERHEAD_BYTES);
+    if (unwritten !== undefined) return copyOf(unwritten.subarray(FRAME_OVERHEAD_BYTES));
     let frame: Uint8Array;
     try {
       frame = this.readFrame(segment, offset, frameBytes);
@@ -328,8 +331,9 @@ export class MessageStore implements MessageStoreApi {
       this.config.logger.warn(`message store: record ${recordId} (segment ${segment}, offset ${offset}) is damaged: ${mismatch}`);
       return undefined;
     }
-    // A frame from the cache is a view of a cached chunk: the caller gets its own copy.
-    return this.readsAlone(frameBytes) ? frame.subarray(FRAME_OVERHEAD_BYTES) : frame.slice(FRAME_OVERHEAD_BYTES);
+    // A frame from the cache is a view of a cached chunk: the caller gets its own copy, which
+    // does not keep the chunk alive after its eviction.
+    return this.readsAlone(frameBytes) ? frame.subarray(FRAME_OVERHEAD_BYTES) : copyOf(frame.subarray(FRAME_OVERHEAD_BYTES));
   }
 
   /** A frame too large for the cache is read by itself, into a buffer of its own. */
@@ -424,7 +428,7 @@ export class MessageStore implements MessageStoreApi {
    * a write is refused (then retried at the next put or sync). Never throws.
    */
   private async runWriter(): Promise<void> {
-    if (this.writing) return;
+    if (this.writing || this.writerClosed) return;
     this.writing = true;
     let refused: MessageStoreWriteError | null = null;
     try {
@@ -780,6 +784,7 @@ export class MessageStore implements MessageStoreApi {
     await Promise.all([...this.background]);
     while (this.writing) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     await this.runWriter();
+    this.writerClosed = true;
     const writer = this.writer;
     this.writer = null;
     if (writer !== null && this.fatal === null && this.pending.bytes === 0) {
@@ -844,6 +849,13 @@ function resolveOptions(options: MessageStoreOptions): Config {
   integerIn('recentKeys', config.recentKeys, 0, Number.MAX_SAFE_INTEGER);
   if (!(config.compactBelow >= 0 && config.compactBelow < 1)) throw new RangeError(`compactBelow must be in [0, 1), got ${config.compactBelow}`);
   return config;
+}
+
+/** A copy in a buffer of its own (Buffer#slice would be a view). */
+function copyOf(bytes: Uint8Array): Buffer {
+  const copy = Buffer.allocUnsafe(bytes.byteLength);
+  copy.set(bytes);
+  return copy;
 }
 
 function numbersOf(names: readonly string[], pattern: RegExp): number[] {
