@@ -35,7 +35,8 @@ export type { BodyHandle, MessageStoreApi, MessageStoreStats } from './message-s
 export { HANDLE_SLOT_BYTES } from './message-store/handles.js';
 export { STORE_MESSAGE_BYTES_MAX } from './message-store/record-format.js';
 export type { StoreFs, StoreReadFile } from './message-store/store-fs.js';
-export { MESSAGE_STORE_DEFAULTS, MessageStore, type MessageStoreOptions } from './message-store/store.js';
+export { MessageStore } from './message-store/store.js';
+export { MESSAGE_STORE_DEFAULTS, type MessageStoreOptions } from './message-store/store-options.js';
 export { NodeWalFs } from './node-wal-fs.js';
 export { SnapshotFileError, SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
 export {

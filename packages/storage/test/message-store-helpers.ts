@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { NodeWalFs } from '../src/node-wal-fs.js';
-import { MessageStore, type MessageStoreOptions } from '../src/message-store/store.js';
+import { MessageStore } from '../src/message-store/store.js';
+import type { MessageStoreOptions } from '../src/message-store/store-options.js';
 import type { StoreFs } from '../src/message-store/store-fs.js';
 
 /** Collects what the store reports. */

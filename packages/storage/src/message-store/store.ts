@@ -28,60 +28,21 @@ import {
   MessageStoreWriteError,
   MessageTooLargeError,
 } from '../errors.js';
-import type { StorageLogger } from '../node-storage.js';
-import type { WalFile } from '../wal-fs.js';
+import { joinPath, type WalFile } from '../wal-fs.js';
 import { compactSegment, type CompactionHost } from './compaction.js';
 import { HandleTable } from './handles.js';
 import { PendingWrites, CHUNK_BYTES } from './pending-writes.js';
-import { ReadCache } from './read-cache.js';
+import { FrameReader } from './frame-reader.js';
 import { encodeFrameInto, FRAME_OVERHEAD_BYTES, FRAME_PREFIX_BYTES, frameMismatch, SEGMENT_HEADER_BYTES, STORE_MESSAGE_BYTES_MAX } from './record-format.js';
 import { RecoveryLookup } from './recovery-lookup.js';
 import { closeQuietly, createSegmentFile, loadSegment, unlinkIfPresent, unlinkSegmentFiles, writeIndexFile, type LoadedSegment } from './segment-files.js';
-import { SegmentReaders } from './segment-readers.js';
 import { SegmentRecords } from './segment-records.js';
 import { INDEX_FILE, indexFileName, Segment, SEGMENT_FILE, SEGMENT_NUMBER_MAX } from './segments.js';
-import type { StoreFs } from './store-fs.js';
 import { openStoreId, randomStoreId } from './store-id.js';
-import { joinPath } from '../wal-fs.js';
+import { resolveOptions, type MessageStoreOptions, type StoreConfig } from './store-options.js';
 
-export interface MessageStoreOptions {
-  readonly dir: string;
-  readonly fs: StoreFs;
-  /** A segment is sealed once the next frame would take it past this. Default 64 MiB. */
-  readonly segmentBytes?: number;
-  /** Bound of the read-ahead cache. Default 32 MiB. */
-  readonly cacheBytes?: number;
-  /** Size (and alignment) of one read-ahead chunk; a larger record is read alone. Default 1 MiB. */
-  readonly readAheadBytes?: number;
-  /** A sealed segment whose live bytes fall below this share of its size is compacted. Default 0.5. */
-  readonly compactBelow?: number;
-  /** How many recent `put` keys are remembered for sharing (FIFO). Default 16,384. */
-  readonly recentKeys?: number;
-  /** How to run the writer "at the end of this turn" (and let compaction yield). Default: setImmediate. */
-  readonly scheduleFlush?: (run: () => void) => void;
-  /** Where damaged records, failed writes and failed deletions are reported. Default: console.warn. */
-  readonly logger?: StorageLogger;
-  /** The id of a new store (32 lowercase hex digits). Default: 16 random bytes; the simulator injects its own. */
-  readonly newStoreId?: () => string;
-}
-
-export const MESSAGE_STORE_DEFAULTS = {
-  segmentBytes: 64 * 1024 * 1024,
-  cacheBytes: 32 * 1024 * 1024,
-  readAheadBytes: 1024 * 1024,
-  compactBelow: 0.5,
-  recentKeys: 16_384,
-} as const;
-
-const SEGMENT_BYTES_MIN = 4096;
-const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
-const READ_AHEAD_BYTES_MIN = 4096;
-const READ_AHEAD_BYTES_MAX = 64 * 1024 * 1024;
 /** Waiting bytes that start a write at once instead of at the end of the turn. */
 const FLUSH_BYTES = CHUNK_BYTES;
-const READERS_OPEN_MAX = 64;
-
-type Config = Required<Omit<MessageStoreOptions, 'newStoreId'>>;
 
 interface SyncWaiter {
   /** Resolved once `durableBytes` reaches this. */
@@ -94,8 +55,6 @@ interface RecentKey {
   readonly handle: number;
   readonly recordId: number;
 }
-
-const consoleLogger: StorageLogger = { warn: (message) => console.warn(message) };
 
 export class MessageStore implements MessageStoreApi {
   private lifecycle: 'open' | 'closing' | 'closed' = 'open';
@@ -127,8 +86,7 @@ export class MessageStore implements MessageStoreApi {
   private syncWaiters: SyncWaiter[] = [];
   /** The error of the last refused write, until a write succeeds (logged once per streak). */
   private writeFailure: MessageStoreWriteError | null = null;
-  private readonly cache: ReadCache;
-  private readonly readers: SegmentReaders;
+  private readonly reader: FrameReader;
   /** Until `recovered()`: every record found at open, for `adopt`. */
   private lookup: RecoveryLookup | null;
   /** Index files without a segment (a crash between the two unlinks), removed at `recovered()`. */
@@ -143,7 +101,7 @@ export class MessageStore implements MessageStoreApi {
   private readonly background = new Set<Promise<void>>();
 
   private constructor(
-    private readonly config: Config,
+    private readonly config: StoreConfig,
     readonly storeId: string,
     loaded: readonly LoadedSegment[],
     lookup: RecoveryLookup,
@@ -151,8 +109,7 @@ export class MessageStore implements MessageStoreApi {
     firstFile: WalFile,
     orphanIndexes: readonly number[],
   ) {
-    this.cache = new ReadCache(config.cacheBytes);
-    this.readers = new SegmentReaders(config.fs, config.dir, READERS_OPEN_MAX);
+    this.reader = new FrameReader(config);
     this.lookup = lookup;
     this.orphanIndexes = orphanIndexes;
     for (const found of loaded) {
@@ -319,7 +276,9 @@ export class MessageStore implements MessageStoreApi {
     if (unwritten !== undefined) return copyOf(unwritten.subarray(FRAME_OVERHEAD_BYTES));
     let frame: Uint8Array;
     try {
-      frame = this.readFrame(segment, offset, frameBytes);
+      const fileBytes = this.segments.get(segment)?.fileBytes;
+      if (fileBytes === undefined) throw new Error(`segment ${segment} is deleted`);
+      frame = this.reader.read(segment, fileBytes, offset, frameBytes);
     } catch (error) {
       this.config.logger.warn(`message store: record ${recordId} (segment ${segment}, offset ${offset}) cannot be read: ${describeError(error)}`);
       return undefined;
@@ -327,51 +286,13 @@ export class MessageStore implements MessageStoreApi {
     const mismatch = frameMismatch(frame, recordId, messageBytes);
     if (mismatch !== null) {
       // Whatever was cached around it is suspect too; the next read goes to the file again.
-      this.cache.dropSegment(segment);
+      this.reader.forget(segment);
       this.config.logger.warn(`message store: record ${recordId} (segment ${segment}, offset ${offset}) is damaged: ${mismatch}`);
       return undefined;
     }
     // A frame from the cache is a view of a cached chunk: the caller gets its own copy, which
     // does not keep the chunk alive after its eviction.
-    return this.readsAlone(frameBytes) ? frame.subarray(FRAME_OVERHEAD_BYTES) : copyOf(frame.subarray(FRAME_OVERHEAD_BYTES));
-  }
-
-  /** A frame too large for the cache is read by itself, into a buffer of its own. */
-  private readsAlone(frameBytes: number): boolean {
-    return frameBytes > this.config.readAheadBytes || this.config.readAheadBytes > this.config.cacheBytes;
-  }
-
-  /** The frame's bytes from its segment file (through the cache); throws on an I/O error. */
-  private readFrame(segmentNumber: number, offset: number, frameBytes: number): Uint8Array {
-    const segment = this.segments.get(segmentNumber);
-    if (segment === undefined) throw new Error(`segment ${segmentNumber} is deleted`);
-    if (offset + frameBytes > segment.fileBytes) throw new Error(`the frame ends past the ${segment.fileBytes} bytes written to its segment`);
-    if (this.readsAlone(frameBytes)) return this.readers.get(segmentNumber).readSync(offset, frameBytes);
-    const chunkBytes = this.config.readAheadBytes;
-    const first = Math.floor(offset / chunkBytes);
-    const last = Math.floor((offset + frameBytes - 1) / chunkBytes);
-    const head = this.chunk(segment, first, Math.min(offset + frameBytes, (first + 1) * chunkBytes));
-    const start = offset - first * chunkBytes;
-    if (first === last) return head.subarray(start, start + frameBytes);
-    // Across two chunks (a frame is never larger than one here).
-    const tail = this.chunk(segment, last, offset + frameBytes);
-    const frame = Buffer.allocUnsafe(frameBytes);
-    frame.set(head.subarray(start), 0);
-    frame.set(tail.subarray(0, frameBytes - (head.byteLength - start)), head.byteLength - start);
-    return frame;
-  }
-
-  /** Chunk `index` of a segment, read (again) unless the cached one reaches `neededEnd`. */
-  private chunk(segment: Segment, index: number, neededEnd: number): Uint8Array {
-    const chunkBytes = this.config.readAheadBytes;
-    const start = index * chunkBytes;
-    const cached = this.cache.get(segment.number, index);
-    if (cached !== undefined && start + cached.byteLength >= neededEnd) return cached;
-    // Never past what the writer confirmed: beyond it may lie a failed write's leftovers.
-    const bytes = this.readers.get(segment.number).readSync(start, Math.min(chunkBytes, segment.fileBytes - start));
-    if (start + bytes.byteLength < neededEnd) throw new Error(`short read: ${bytes.byteLength} bytes at ${start}, the file ends before ${neededEnd}`);
-    this.cache.set(segment.number, index, bytes);
-    return bytes;
+    return this.reader.readsAlone(frameBytes) ? frame.subarray(FRAME_OVERHEAD_BYTES) : copyOf(frame.subarray(FRAME_OVERHEAD_BYTES));
   }
 
   // ------------------------------------------------------------------ writing
@@ -687,7 +608,7 @@ export class MessageStore implements MessageStoreApi {
       readAheadBytes: this.config.readAheadBytes,
       readSegment: (number, offset, length) => {
         const segment = this.segmentOf(number);
-        return this.readers.get(number).readSync(offset, Math.min(length, segment.fileBytes - offset));
+        return this.reader.readRange(number, offset, Math.min(length, segment.fileBytes - offset));
       },
       placeCopy: (frame) => {
         const recordId = Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength).readDoubleLE(FRAME_PREFIX_BYTES);
@@ -719,8 +640,7 @@ export class MessageStore implements MessageStoreApi {
       assert(segment.liveRecords === 0 && segment !== this.placing && segment !== this.writer?.segment, () => `segment ${segment.number} is not deletable`);
       segment.state = 'deleted';
       this.segments.delete(segment.number);
-      this.readers.close(segment.number);
-      this.cache.dropSegment(segment.number);
+      this.reader.forget(segment.number, true);
     }
     const { fs, dir, logger } = this.config;
     const task = (async () => {
@@ -752,7 +672,7 @@ export class MessageStore implements MessageStoreApi {
       liveBytes: this.liveMessageBytes,
       diskBytes,
       segments,
-      cacheBytes: this.cache.bytes,
+      cacheBytes: this.reader.cacheBytes,
       pendingWriteBytes: this.pending.bytes,
       compactions: this.compactions,
       compactedBytes: this.compactedBytes,
@@ -796,8 +716,7 @@ export class MessageStore implements MessageStoreApi {
     if (this.pending.bytes > 0) this.config.logger.warn(`message store ${this.config.dir}: closed with ${this.pending.bytes} bytes never written`);
     const closed = new MessageStoreClosedError('the message store closed before these records were durable');
     for (const waiter of this.syncWaiters.splice(0)) waiter.reject(this.fatal ?? closed);
-    this.readers.closeAll();
-    this.cache.clear();
+    this.reader.close();
     this.lifecycle = 'closed';
   }
 
@@ -826,29 +745,6 @@ export class MessageStore implements MessageStoreApi {
   private assertLive(handle: BodyHandle): void {
     assert(this.handles.isLive(handle), () => `handle ${handle} is not live (released, or never handed out)`);
   }
-}
-
-function resolveOptions(options: MessageStoreOptions): Config {
-  const config: Config = {
-    dir: options.dir,
-    fs: options.fs,
-    segmentBytes: options.segmentBytes ?? MESSAGE_STORE_DEFAULTS.segmentBytes,
-    cacheBytes: options.cacheBytes ?? MESSAGE_STORE_DEFAULTS.cacheBytes,
-    readAheadBytes: options.readAheadBytes ?? MESSAGE_STORE_DEFAULTS.readAheadBytes,
-    compactBelow: options.compactBelow ?? MESSAGE_STORE_DEFAULTS.compactBelow,
-    recentKeys: options.recentKeys ?? MESSAGE_STORE_DEFAULTS.recentKeys,
-    scheduleFlush: options.scheduleFlush ?? ((run) => setImmediate(run)),
-    logger: options.logger ?? consoleLogger,
-  };
-  const integerIn = (name: string, value: number, min: number, max: number): void => {
-    if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} must be an integer in [${min}, ${max}], got ${value}`);
-  };
-  integerIn('segmentBytes', config.segmentBytes, SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX);
-  integerIn('cacheBytes', config.cacheBytes, 0, Number.MAX_SAFE_INTEGER);
-  integerIn('readAheadBytes', config.readAheadBytes, READ_AHEAD_BYTES_MIN, READ_AHEAD_BYTES_MAX);
-  integerIn('recentKeys', config.recentKeys, 0, Number.MAX_SAFE_INTEGER);
-  if (!(config.compactBelow >= 0 && config.compactBelow < 1)) throw new RangeError(`compactBelow must be in [0, 1), got ${config.compactBelow}`);
-  return config;
 }
 
 /** A copy in a buffer of its own (Buffer#slice would be a view). */
