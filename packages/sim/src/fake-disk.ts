@@ -1,5 +1,5 @@
 import type { NodeId, Random } from '@quorumq/raft';
-import type { KvOp, KvStore, WalFile, WalFs } from '@quorumq/storage';
+import type { KvOp, KvStore, StoreFs, StoreReadFile, WalFile } from '@quorumq/storage';
 import { chance } from './network.js';
 import type { Scheduler } from './scheduler.js';
 
@@ -37,7 +37,8 @@ export class FakeDisk {
     return disk;
   }
 
-  fsOf(node: NodeId): WalFs {
+  /** The node's files: the WAL's API, plus the message store's synchronous reads. */
+  fsOf(node: NodeId): StoreFs {
     return this.diskOf(node).fs();
   }
 
@@ -110,7 +111,7 @@ class NodeDisk {
     return { lostBytes, torn };
   }
 
-  fs(): WalFs {
+  fs(): StoreFs {
     return {
       mkdirp: async (dir) => {
         this.dirs.add(normalize(dir));
@@ -131,6 +132,11 @@ class NodeDisk {
           this.files.set(path, file);
         }
         return this.handle(path, file);
+      },
+      openRead: (path) => {
+        const file = this.files.get(path);
+        if (file === undefined) throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
+        return this.reader(path, file);
       },
       unlink: async (path) => {
         if (!this.files.delete(path)) throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' });
@@ -197,6 +203,28 @@ class NodeDisk {
         file.current = file.current.slice(0, length);
       },
       close: async () => {},
+    };
+  }
+
+  /**
+   * Reads see what a reader sees now (`current`), durable or not, like the page cache. The
+   * reader keeps the file it opened, so (as on POSIX) it still reads a file unlinked since.
+   */
+  private reader(path: string, file: FakeFileData): StoreReadFile {
+    const generation = this.generation;
+    const alive = (): void => {
+      if (generation !== this.generation) throw new CrashedProcess(path);
+    };
+    return {
+      size: () => {
+        alive();
+        return file.current.byteLength;
+      },
+      readSync: (position, length) => {
+        alive();
+        return file.current.slice(position, position + length);
+      },
+      close: () => {},
     };
   }
 

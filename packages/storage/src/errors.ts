@@ -95,6 +95,50 @@ export class GroupWriteFailedError extends StorageError {
   override readonly code = 'ERR_GROUP_WRITE_FAILED';
 }
 
+/**
+ * Records put in the message store could not be written (or a segment could not be
+ * started): `sync()` rejects, so the caller must not save a snapshot that references them.
+ * The records stay in memory (reads keep working) and a later flush writes them again.
+ */
+export class MessageStoreWriteError extends StorageError {
+  override readonly name: string = 'MessageStoreWriteError';
+  override readonly code: string = 'ERR_MESSAGE_STORE_WRITE';
+}
+
+/** A MessageStoreWriteError for lack of room (ENOSPC, EDQUOT): free disk space. */
+export class MessageStoreDiskFullError extends MessageStoreWriteError {
+  override readonly name = 'MessageStoreDiskFullError';
+  override readonly code = 'ERR_MESSAGE_STORE_DISK_FULL';
+}
+
+/**
+ * An fdatasync of the message store failed, or a write failed for another reason than lack
+ * of room: what the disk holds of its recent writes is unknown, so the store never reports
+ * anything durable again (every `sync()` rejects with this). Reads keep working; the node
+ * must restart, and its WAL brings back the records.
+ */
+export class MessageStoreFatalError extends StorageError {
+  override readonly name = 'MessageStoreFatalError';
+  override readonly code = 'ERR_MESSAGE_STORE_FATAL';
+}
+
+/** The message store's directory cannot be opened as it is (its `store.id` is missing or damaged). */
+export class MessageStoreCorruptionError extends StorageError {
+  override readonly name = 'MessageStoreCorruptionError';
+  override readonly code = 'ERR_MESSAGE_STORE_CORRUPTION';
+}
+
+export class MessageStoreClosedError extends StorageError {
+  override readonly name = 'MessageStoreClosedError';
+  override readonly code = 'ERR_MESSAGE_STORE_CLOSED';
+}
+
+/** A message larger than the store's format allows (`STORE_MESSAGE_BYTES_MAX`). */
+export class MessageTooLargeError extends StorageError {
+  override readonly name = 'MessageTooLargeError';
+  override readonly code = 'ERR_MESSAGE_TOO_LARGE';
+}
+
 /** The errno-style code of a Node.js system error (ENOSPC, EIO...), if it has one. */
 export function errnoCode(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null || !('code' in error)) return undefined;

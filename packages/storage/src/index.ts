@@ -3,6 +3,12 @@ export {
   asError,
   errnoCode,
   GroupWriteFailedError,
+  MessageStoreClosedError,
+  MessageStoreCorruptionError,
+  MessageStoreDiskFullError,
+  MessageStoreFatalError,
+  MessageStoreWriteError,
+  MessageTooLargeError,
   StaleSnapshotError,
   StorageError,
   StorageInvariantError,
@@ -25,6 +31,12 @@ export {
   type PersistUpdate,
   type StorageLogger,
 } from './node-storage.js';
+export type { BodyHandle, MessageStoreApi, MessageStoreStats } from './message-store/api.js';
+export { HANDLE_SLOT_BYTES } from './message-store/handles.js';
+export { STORE_MESSAGE_BYTES_MAX } from './message-store/record-format.js';
+export type { StoreFs, StoreReadFile } from './message-store/store-fs.js';
+export { MessageStore } from './message-store/store.js';
+export { MESSAGE_STORE_DEFAULTS, type MessageStoreOptions } from './message-store/store-options.js';
 export { NodeWalFs } from './node-wal-fs.js';
 export { SnapshotFileError, SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
 export {

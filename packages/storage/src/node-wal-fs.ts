@@ -1,11 +1,15 @@
-import { constants } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, unlink } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import type { WalFile, WalFs } from './wal-fs.js';
+import type { StoreFs, StoreReadFile } from './message-store/store-fs.js';
+import type { WalFile } from './wal-fs.js';
 
-/** `WalFs` over the real file system (node:fs/promises). */
-export class NodeWalFs implements WalFs {
+/**
+ * `WalFs` over the real file system (node:fs/promises), and the message store's `StoreFs`
+ * (its synchronous reads through node:fs openSync/readSync).
+ */
+export class NodeWalFs implements StoreFs {
   async mkdirp(dir: string): Promise<void> {
     const created = await mkdir(dir, { recursive: true });
     if (created === undefined) return;
@@ -37,6 +41,10 @@ export class NodeWalFs implements WalFs {
 
   unlink(path: string): Promise<void> {
     return unlink(path);
+  }
+
+  openRead(path: string): StoreReadFile {
+    return new NodeReadFile(openSync(path, 'r'));
   }
 
   async syncDir(dir: string): Promise<void> {
@@ -97,6 +105,34 @@ class NodeWalFile implements WalFile {
         offset += bytesWritten;
       }
       skip = 0;
+    }
+  }
+}
+
+class NodeReadFile implements StoreReadFile {
+  constructor(private readonly fd: number) {}
+
+  size(): number {
+    return fstatSync(this.fd).size;
+  }
+
+  readSync(position: number, length: number): Uint8Array {
+    const buf = Buffer.allocUnsafe(length);
+    let got = 0;
+    // readSync may return fewer bytes than asked before the end of the file; 0 is the end.
+    while (got < length) {
+      const n = readSync(this.fd, buf, got, length - got, position + got);
+      if (n === 0) break;
+      got += n;
+    }
+    return got === length ? buf : buf.subarray(0, got);
+  }
+
+  close(): void {
+    try {
+      closeSync(this.fd);
+    } catch {
+      // Nothing was written through this descriptor: there is nothing a failed close can lose.
     }
   }
 }

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import type { Entry, HardState } from '@quorumq/raft';
 import { NodeWalFs } from '../src/node-wal-fs.js';
 import type { WalRecord } from '../src/record.js';
-import type { WalFile, WalFs } from '../src/wal-fs.js';
+import type { StoreFs, StoreReadFile } from '../src/message-store/store-fs.js';
+import type { WalFile } from '../src/wal-fs.js';
 
 const created: string[] = [];
 
@@ -82,11 +83,13 @@ export async function turns(n: number): Promise<void> {
 }
 
 /**
- * A WalFs over the real disk that counts calls and injects faults. Faults stay armed
- * until cleared. `datasyncGate`/`writeGate` hold every datasync/write until they resolve.
+ * A WalFs (and the message store's StoreFs) over the real disk that counts calls and injects
+ * faults. Faults stay armed until cleared. `datasyncGate`/`writeGate` hold every
+ * datasync/write until they resolve.
  */
-export class InstrumentedFs implements WalFs {
-  readonly calls = { appendDurable: 0, writev: 0, write: 0, datasync: 0, truncate: 0, openAppend: 0, syncDir: 0, unlink: 0 };
+export class InstrumentedFs implements StoreFs {
+  readonly calls = { appendDurable: 0, writev: 0, write: 0, datasync: 0, truncate: 0, openAppend: 0, syncDir: 0, unlink: 0, readSync: 0 };
+  readFault: Error | null = null;
   writeFault: WriteFault | null = null;
   datasyncFault: Error | null = null;
   truncateFault: Error | null = null;
@@ -114,6 +117,18 @@ export class InstrumentedFs implements WalFs {
   syncDir(dir: string): Promise<void> {
     this.calls.syncDir++;
     return this.inner.syncDir(dir);
+  }
+  openRead(path: string): StoreReadFile {
+    const inner = this.inner.openRead(path);
+    return {
+      size: () => inner.size(),
+      readSync: (position, length) => {
+        this.calls.readSync++;
+        if (this.readFault !== null) throw this.readFault;
+        return inner.readSync(position, length);
+      },
+      close: () => inner.close(),
+    };
   }
 }
 

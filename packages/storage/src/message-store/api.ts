@@ -26,8 +26,9 @@ export interface MessageStoreStats {
   /** Bytes of all segment files (live, dead and not yet compacted). */
   readonly diskBytes: number;
   readonly segments: number;
-  /** Bytes held by the read cache and by written-but-not-yet-flushed records. */
+  /** Bytes held by the read-ahead cache (at most its `cacheBytes` option). */
   readonly cacheBytes: number;
+  /** Bytes of records put but not yet written to their segment file (served from memory). */
   readonly pendingWriteBytes: number;
   /** Segments rewritten by compaction since open, and the bytes that freed. */
   readonly compactions: number;

@@ -1,0 +1,124 @@
+/**
+ * Every record found in the segment files at open, sorted by record id, for `adopt` until
+ * `recovered()` drops it: 24 bytes per record on disk (record id f64, segment u32, offset
+ * u32, message bytes u32, handle i32), in typed arrays.
+ *
+ * A record id can be in two files after a crash during compaction (the copy was written, the
+ * old segment not yet deleted). Both copies hold the same bytes under a checked crc; the
+ * lookup keeps the one in the newest file, so the old segment is the one left with nothing
+ * live.
+ */
+import { assert } from '../assert.js';
+import type { SegmentRecords } from './segment-records.js';
+
+export interface FoundSegment {
+  readonly segment: number;
+  readonly records: SegmentRecords;
+}
+
+/** Where a found record is. */
+export interface FoundRecord {
+  readonly segment: number;
+  readonly offset: number;
+  readonly messageBytes: number;
+}
+
+export class RecoveryLookup {
+  private constructor(
+    private readonly recordIds: Float64Array,
+    private readonly segments: Uint32Array,
+    private readonly offsets: Uint32Array,
+    private readonly lengths: Uint32Array,
+    /** The handle of an adopted record, -1 while nobody adopted it. */
+    private readonly handles: Int32Array,
+  ) {}
+
+  /** Builds the lookup from the records of each segment, `found` in ascending segment order. */
+  static build(found: readonly FoundSegment[]): RecoveryLookup {
+    let total = 0;
+    for (const { records } of found) total += records.count;
+    const ids = new Float64Array(total);
+    const segs = new Uint32Array(total);
+    const offs = new Uint32Array(total);
+    const lens = new Uint32Array(total);
+    let at = 0;
+    let sorted = true;
+    for (const { segment, records } of found) {
+      for (let i = 0; i < records.count; i++, at++) {
+        ids[at] = records.recordId(i);
+        segs[at] = segment;
+        offs[at] = records.offset(i);
+        lens[at] = records.messageBytes(i);
+        if (at > 0 && ids[at]! <= ids[at - 1]!) sorted = false;
+      }
+    }
+    if (sorted) return new RecoveryLookup(ids, segs, offs, lens, new Int32Array(total).fill(-1));
+    // Compaction copies old records among new ones, so the files are not in id order. Sort
+    // positions by id, newest segment first among equal ids, then keep the first of each id.
+    const order = new Uint32Array(total);
+    for (let i = 0; i < total; i++) order[i] = i;
+    order.sort((a, b) => ids[a]! - ids[b]! || segs[b]! - segs[a]!);
+    let unique = 0;
+    for (let i = 0; i < total; i++) if (i === 0 || ids[order[i]!] !== ids[order[i - 1]!]) unique++;
+    const lookup = new RecoveryLookup(
+      new Float64Array(unique),
+      new Uint32Array(unique),
+      new Uint32Array(unique),
+      new Uint32Array(unique),
+      new Int32Array(unique).fill(-1),
+    );
+    for (let i = 0, j = 0; i < total; i++) {
+      const k = order[i]!;
+      if (i > 0 && ids[k] === ids[order[i - 1]!]) continue;
+      lookup.recordIds[j] = ids[k]!;
+      lookup.segments[j] = segs[k]!;
+      lookup.offsets[j] = offs[k]!;
+      lookup.lengths[j] = lens[k]!;
+      j++;
+    }
+    return lookup;
+  }
+
+  get size(): number {
+    return this.recordIds.length;
+  }
+
+  /** The largest record id found, 0 when none. */
+  get maxRecordId(): number {
+    return this.recordIds.length === 0 ? 0 : this.recordIds[this.recordIds.length - 1]!;
+  }
+
+  /** Position of `recordId` in the lookup, or -1. */
+  find(recordId: number): number {
+    let low = 0;
+    let high = this.recordIds.length - 1;
+    while (low <= high) {
+      const mid = (low + high) >>> 1;
+      const id = this.recordIds[mid]!;
+      if (id === recordId) return mid;
+      if (id < recordId) low = mid + 1;
+      else high = mid - 1;
+    }
+    return -1;
+  }
+
+  record(at: number): FoundRecord {
+    return { segment: this.segments[at]!, offset: this.offsets[at]!, messageBytes: this.lengths[at]! };
+  }
+
+  /** The handle adopting the record at `at`, or -1. */
+  handle(at: number): number {
+    return this.handles[at]!;
+  }
+
+  setHandle(at: number, handle: number): void {
+    assert(handle >= -1 && handle <= 0x7fffffff, () => `bad handle ${handle}`);
+    this.handles[at] = handle;
+  }
+
+  /** The record of `handle` died: a later adopt of its id gets a fresh handle. */
+  forget(recordId: number, handle: number): void {
+    const at = this.find(recordId);
+    if (at >= 0 && this.handles[at] === handle) this.handles[at] = -1;
+  }
+}
