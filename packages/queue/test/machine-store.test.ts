@@ -23,12 +23,17 @@ function message(id: number, route: number): NewMessage {
   };
 }
 
-type Step = { readonly kind: 'insert'; readonly gap: number; readonly route: number; readonly place: number } | { readonly kind: 'delete'; readonly pick: number } | { readonly kind: 'update'; readonly pick: number; readonly value: number };
+type Step =
+  | { readonly kind: 'insert'; readonly gap: number; readonly route: number; readonly place: number }
+  | { readonly kind: 'delete'; readonly pick: number }
+  | { readonly kind: 'update'; readonly pick: number; readonly value: number }
+  | { readonly kind: 'shrink' };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('insert' as const), gap: fc.integer({ min: 1, max: 5 }), route: fc.integer({ min: 0, max: 3 }), place: fc.integer({ min: 0, max: 4 }) }),
   fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }),
   fc.record({ kind: fc.constant('update' as const), pick: fc.nat(), value: fc.integer({ min: 0, max: 1_000_000 }) }),
+  fc.record({ kind: fc.constant('shrink' as const) }),
 );
 
 describe('MessageStore (compact per-message storage)', () => {
@@ -40,7 +45,9 @@ describe('MessageStore (compact per-message storage)', () => {
         let nextId = base;
         for (const s of steps) {
           const ids = [...model.keys()];
-          if (s.kind === 'insert') {
+          if (s.kind === 'shrink') {
+            store.shrink();
+          } else if (s.kind === 'insert') {
             nextId += s.gap;
             const place = PLACES[s.place]!;
             store.insert(message(nextId, s.route), place);
@@ -79,5 +86,23 @@ describe('MessageStore (compact per-message storage)', () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  it('gives back the memory of a drained backlog (shrink), keeping every live message as it was', () => {
+    const store = new MessageStore();
+    for (let id = 1; id <= 100_000; id++) store.insert(message(id, id % 3), 'ready');
+    const grown = store.capacity;
+    expect(grown).toBeGreaterThanOrEqual(100_000);
+    // One old message stays (the head), the rest is consumed.
+    for (let id = 2; id <= 100_000; id++) store.delete(id);
+    store.shrink();
+    expect(store.capacity).toBeLessThanOrEqual(16);
+    expect(store.keys()).toEqual([1]);
+    expect(store.get(1)).toMatchObject({ id: 1, exchange: 'ex1', sizeBytes: sizeOf(1), priority: 1, place: 'ready' });
+    // And it grows again as before.
+    for (let id = 200_001; id <= 200_100; id++) store.insert(message(id, 0), 'delayed');
+    expect(store.size).toBe(101);
+    expect(store.get(200_050)?.place).toBe('delayed');
+    expect(store.get(1)?.routingKeys).toEqual(['key1']);
   });
 });

@@ -2,8 +2,11 @@ import { assert } from './errors.js';
 
 /**
  * A growable ring buffer of message ids (numbers). Ready messages are kept as ids
- * only, so a backlog costs 8 bytes per message here plus its header elsewhere.
+ * only, so a backlog costs 8 bytes per message here plus its header elsewhere. It shrinks
+ * back as it empties (a drained backlog gives its memory back).
  */
+const MIN_CAPACITY = 16;
+
 export class IdDeque {
   private buffer: Float64Array;
   private head = 0;
@@ -40,12 +43,14 @@ export class IdDeque {
     const id = this.buffer[this.head];
     this.head = (this.head + 1) % this.buffer.length;
     this.count -= 1;
+    if (this.buffer.length > MIN_CAPACITY && this.count * 4 < this.buffer.length) this.resize(Math.max(MIN_CAPACITY, this.count * 2));
     return id;
   }
 
   clear(): void {
     this.head = 0;
     this.count = 0;
+    if (this.buffer.length > MIN_CAPACITY) this.buffer = new Float64Array(MIN_CAPACITY);
   }
 
   toArray(): number[] {
@@ -68,16 +73,19 @@ export class IdDeque {
   }
 
   static fromArray(ids: ArrayLike<number>): IdDeque {
-    const deque = new IdDeque(Math.max(16, ids.length));
+    const deque = new IdDeque(Math.max(MIN_CAPACITY, ids.length));
     deque.buffer.set(ids);
     deque.count = ids.length;
     return deque;
   }
 
   private grow(): void {
-    const next = new Float64Array(this.buffer.length * 2);
-    const ids = this.toArray();
-    next.set(ids);
+    this.resize(this.buffer.length * 2);
+  }
+
+  private resize(capacity: number): void {
+    const next = new Float64Array(capacity);
+    next.set(this.toFloat64Array());
     this.buffer = next;
     this.head = 0;
   }

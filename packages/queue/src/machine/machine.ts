@@ -48,6 +48,8 @@ export function apply(leaderMeta: Meta, command: Command, state: QueueState): Ap
     if (moreToDeliver) effects.push({ type: 'scheduleTick', at: meta.now });
     scheduleNextTick(state, meta.now, effects);
   }
+  // Between commands no header view is held: the store may give back the memory of messages gone.
+  state.messages.shrink();
   return { state, reply, effects };
 }
 

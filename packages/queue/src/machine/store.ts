@@ -192,6 +192,11 @@ export class MessageStore {
     return this.count;
   }
 
+  /** Slots the columns have room for (memory follows it: about 37 bytes a slot). */
+  get capacity(): number {
+    return this.ids.length;
+  }
+
   has(id: number): boolean {
     return this.slotOf(id) >= 0;
   }
@@ -375,6 +380,46 @@ export class MessageStore {
     const slot = this.used;
     this.used += 1;
     return slot;
+  }
+
+  /**
+   * Gives back the memory of messages gone: when under a quarter of the slots hold a message,
+   * the live slots move to columns of twice their number. Call it between commands only (it
+   * renumbers slots, so no MessageHeader view may be held across it). Amortized O(1).
+   */
+  shrink(): void {
+    if (this.ids.length <= INITIAL_CAPACITY || this.count * 4 >= this.ids.length) return;
+    const capacity = Math.max(INITIAL_CAPACITY, 2 ** Math.ceil(Math.log2(Math.max(1, this.count * 2))));
+    const ids = new Float64Array(capacity).fill(-1);
+    const sizes = new Uint32Array(capacity);
+    const expiresAts = new Float64Array(capacity);
+    const notBefores = new Float64Array(capacity);
+    const deliveryCounts = new Int32Array(capacity);
+    const routes = new Int32Array(capacity);
+    const flags = new Uint8Array(capacity);
+    let out = 0;
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id < 0) continue;
+      ids[out] = id;
+      sizes[out] = this.sizes[slot] as number;
+      expiresAts[out] = this.expiresAts[slot] as number;
+      notBefores[out] = this.notBefores[slot] as number;
+      deliveryCounts[out] = this.deliveryCounts[slot] as number;
+      routes[out] = this.routes[slot] as number;
+      flags[out] = this.flags[slot] as number;
+      out += 1;
+    }
+    this.ids = ids;
+    this.sizes = sizes;
+    this.expiresAts = expiresAts;
+    this.notBefores = notBefores;
+    this.deliveryCounts = deliveryCounts;
+    this.routes = routes;
+    this.flags = flags;
+    this.used = out;
+    this.freeHead = -1;
+    this.rehash(Math.max(INITIAL_CAPACITY * 2, capacity * 2));
   }
 
   private grow(): void {
