@@ -259,6 +259,24 @@ export class RaftLog {
     this.configs = [{ index: newOffset, config: baseConfig }, ...this.configs.filter((c) => c.index > newOffset)];
   }
 
+  /**
+   * The first index to keep when compacting to a snapshot at `index`: at most `count`
+   * entries up to `index`, and no more than `bytes` of entry data (always keeping none
+   * rather than one over the budget).
+   */
+  retainFrom(index: number, count: number, bytes: number): number {
+    let from = index + 1;
+    let kept = 0;
+    while (from - 1 > this.offsetIndex && index - (from - 1) < count) {
+      const entry = this.entry(from - 1);
+      if (entry === undefined) break;
+      kept += entry.data.byteLength;
+      if (kept > bytes) break;
+      from -= 1;
+    }
+    return from;
+  }
+
   /** The term for a new snapshot at `index`, which must still be in the log. */
   termForSnapshot(index: number): number {
     const term = this.term(index);

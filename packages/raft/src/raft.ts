@@ -67,6 +67,8 @@ export interface RaftOptions {
   readonly snapshotChunkBytes?: number;
   /** Entries kept in memory before a local snapshot, so slightly lagging followers avoid a snapshot. */
   readonly retainedEntriesAfterSnapshot?: number;
+  /** ... and at most this many bytes of them (entries of a queue can be batches of a megabyte). */
+  readonly retainedBytesAfterSnapshot?: number;
   readonly applyBytesMax?: number;
   /** Promote learners to voters once they have caught up with the commit index. */
   readonly promoteLearners?: boolean;
@@ -134,6 +136,7 @@ const DEFAULTS = {
   inflightAppendsMax: 64,
   snapshotChunkBytes: 512 * 1024,
   retainedEntriesAfterSnapshot: 256,
+  retainedBytesAfterSnapshot: 8 * 1024 * 1024,
   applyBytesMax: 16 * 1024 * 1024,
   promoteLearners: true,
 };
@@ -304,7 +307,7 @@ export class RaftNode {
       meta: { index, term: this.log.termForSnapshot(index), config: this.log.configAt(index) },
       data,
     };
-    this.log.compact(snapshot, index - this.options.retainedEntriesAfterSnapshot + 1);
+    this.log.compact(snapshot, this.log.retainFrom(index, this.options.retainedEntriesAfterSnapshot, this.options.retainedBytesAfterSnapshot));
     return snapshot;
   }
 

@@ -37,6 +37,18 @@ describe('snapshots and compaction', () => {
     c.assertSafe();
   });
 
+  test('compaction keeps no more than retainedBytesAfterSnapshot bytes of entries, whatever the count allows', () => {
+    const c = new TestCluster(['a', 'b', 'c'], { retainedEntriesAfterSnapshot: 100, retainedBytesAfterSnapshot: 3 * 64 });
+    c.elect('a');
+    for (let i = 0; i < 10; i++) c.propose('a', 'x'.repeat(64)); // 2..11, 64 bytes of data each
+    c.stabilize();
+    run(c, 1);
+    c.snapshot('a');
+    // Three of the 64-byte entries fit the budget; the count alone would have kept them all.
+    expect(c.raft('a').status()).toMatchObject({ firstIndex: 9, lastIndex: 11 });
+    c.assertSafe();
+  });
+
   test('a node restarts from its snapshot plus the entries after it', () => {
     const c = new TestCluster(['a', 'b', 'c'], { retainedEntriesAfterSnapshot: 1 });
     c.elect('a');
