@@ -7,8 +7,8 @@
 // a decision, taken here, rather than something the hand-written code follows silently.
 export const handTags = Object.freeze({
   // replicated.proto: the log format (packages/server/src/log-format.ts)
-  QueueEntry: Object.freeze({ command: 0x12, message: 0x1a, batch: 0x22, format: 0x28, queueCommand: 0x32 }),
-  QueueSnapshot: Object.freeze({ machine: 0x0a, messages: 0x12 }),
+  QueueEntry: Object.freeze({ command: 0x12, message: 0x1a, batch: 0x22, format: 0x28, queueCommand: 0x32, messageKey: 0x3a }),
+  QueueSnapshot: Object.freeze({ machine: 0x0a, messages: 0x12, storeId: 0x1a, messageIdDeltas: 0x22, recordIdDeltas: 0x2a }),
   StoredMessage: Object.freeze({ id: 0x08, message: 0x12 }),
   // broker.proto: publish batches (publish.js), deliveries (packages/server/src/wire.ts)
   PublishBatch: Object.freeze({ publishes: 0x0a }),

@@ -115,6 +115,8 @@ interface IncomingSnapshot {
   readonly leaderId: NodeId;
   readonly term: number;
   readonly index: number;
+  /** The data's length: a leader that replaced the data (replaceSnapshotData) sends another. */
+  readonly totalBytes: number;
   readonly chunks: Uint8Array[];
   received: number;
 }
@@ -309,6 +311,32 @@ export class RaftNode {
     };
     this.log.compact(snapshot, this.log.retainFrom(index, this.options.retainedEntriesAfterSnapshot, this.options.retainedBytesAfterSnapshot));
     return snapshot;
+  }
+
+  /** The newest snapshot, taken or installed (what a lagging follower is sent), or null. */
+  currentSnapshot(): Snapshot | null {
+    return this.log.snapshot;
+  }
+
+  /**
+   * Replaces the data of the newest snapshot, which must be at `index`, by another encoding
+   * of the same state (a state machine that snapshots references to bodies kept elsewhere
+   * gives the form a follower can install on its own). Transfers of that snapshot in
+   * progress restart from their first chunk with the new data. Returns false, changing
+   * nothing, when the newest snapshot is not at `index` or one is being installed.
+   */
+  replaceSnapshotData(index: number, data: Uint8Array): boolean {
+    const current = this.log.snapshot;
+    if (current === null || current.meta.index !== index || this.log.pendingSnapshot !== null) return false;
+    const replaced: Snapshot = { meta: current.meta, data };
+    this.log.snapshot = replaced;
+    if (this.role !== 'leader') return true;
+    for (const [id, progress] of this.progress) {
+      if (id === this.id || progress.state !== 'snapshot' || progress.snapshot?.meta.index !== index) continue;
+      progress.becomeSnapshot(replaced);
+      this.sendSnapshotChunk(id, progress);
+    }
+    return true;
   }
 
   // ---------------------------------------------------------------- outputs
@@ -775,17 +803,32 @@ export class RaftNode {
       this.send({ type: 'snapshotResp', from: this.id, to: message.from, term: this.term, snapshotIndex: message.meta.index, nextOffset: incoming.received, reject: false });
       return;
     }
-    assert(incoming.received === message.totalBytes, 'snapshot size does not match its chunks');
     this.incomingSnapshot = null;
+    if (incoming.received !== message.totalBytes) {
+      // Chunks that do not add up to the size they announce: start the transfer over.
+      this.send({ type: 'snapshotResp', from: this.id, to: message.from, term: this.term, snapshotIndex: message.meta.index, nextOffset: 0, reject: true });
+      return;
+    }
     this.installSnapshot({ meta: message.meta, data: concatChunks(incoming.chunks, incoming.received) }, message.from);
   }
 
+  /**
+   * The transfer `message` continues, or a new one when it is a first chunk: a first chunk
+   * always starts over, so that a transfer whose data the leader replaced (the same index,
+   * other bytes) never mixes the two. A later chunk of another transfer gets null.
+   */
   private incomingSnapshotFor(message: SnapshotChunkMessage): IncomingSnapshot | null {
     const current = this.incomingSnapshot;
-    const matches = current !== null && current.leaderId === message.from && current.term === message.term && current.index === message.meta.index;
-    if (matches) return current;
-    if (message.offset !== 0) return null;
-    this.incomingSnapshot = { leaderId: message.from, term: message.term, index: message.meta.index, chunks: [], received: 0 };
+    if (message.offset !== 0) {
+      const matches =
+        current !== null &&
+        current.leaderId === message.from &&
+        current.term === message.term &&
+        current.index === message.meta.index &&
+        current.totalBytes === message.totalBytes;
+      return matches ? current : null;
+    }
+    this.incomingSnapshot = { leaderId: message.from, term: message.term, index: message.meta.index, totalBytes: message.totalBytes, chunks: [], received: 0 };
     return this.incomingSnapshot;
   }
 

@@ -23,6 +23,15 @@ export interface NodeConfig {
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
   readonly snapshotInterval: number;
+  /**
+   * A queue snapshots only once its log grew by this many bytes (and by `snapshotInterval`
+   * commands, and by 128 bytes per live message): the log a quiet queue keeps in memory.
+   */
+  readonly snapshotLogBytesMin: number;
+  /** Bound of the message store's read-ahead cache (bytes of messages read from disk, kept for the next reads). */
+  readonly messageStoreCacheBytes: number;
+  /** The message store starts a new segment file once one would pass this size (compaction works per segment). */
+  readonly messageStoreSegmentBytes: number;
   readonly maxMessageBytes: number;
   /**
    * The most unacked deliveries one consumer may hold: a prefetch of 0 (unlimited) or above
@@ -80,6 +89,9 @@ export const DEFAULTS = {
   electionTicks: 10,
   heartbeatTicks: 2,
   snapshotInterval: 1024,
+  snapshotLogBytesMin: 4 * 1024 * 1024,
+  messageStoreCacheBytes: 32 * 1024 * 1024,
+  messageStoreSegmentBytes: 64 * 1024 * 1024,
   maxMessageBytes: 16 * 1024 * 1024,
   maxPrefetch: 2000,
   maxPublishesPerBatch: 10_000,
@@ -115,6 +127,9 @@ const ENV: Record<string, string> = {
   QUORUMQ_ELECTION_TICKS: 'electionTicks',
   QUORUMQ_HEARTBEAT_TICKS: 'heartbeatTicks',
   QUORUMQ_SNAPSHOT_INTERVAL: 'snapshotInterval',
+  QUORUMQ_SNAPSHOT_LOG_BYTES_MIN: 'snapshotLogBytesMin',
+  QUORUMQ_MESSAGE_STORE_CACHE_BYTES: 'messageStoreCacheBytes',
+  QUORUMQ_MESSAGE_STORE_SEGMENT_BYTES: 'messageStoreSegmentBytes',
   QUORUMQ_MAX_MESSAGE_BYTES: 'maxMessageBytes',
   QUORUMQ_MAX_PREFETCH: 'maxPrefetch',
   QUORUMQ_MAX_PUBLISHES_PER_BATCH: 'maxPublishesPerBatch',
@@ -267,6 +282,9 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     electionTicks: integer(raw, 'electionTicks', DEFAULTS.electionTicks, 2),
     heartbeatTicks: integer(raw, 'heartbeatTicks', DEFAULTS.heartbeatTicks, 1),
     snapshotInterval: integer(raw, 'snapshotInterval', DEFAULTS.snapshotInterval, 1),
+    snapshotLogBytesMin: integer(raw, 'snapshotLogBytesMin', DEFAULTS.snapshotLogBytesMin, 0),
+    messageStoreCacheBytes: integer(raw, 'messageStoreCacheBytes', DEFAULTS.messageStoreCacheBytes, 0),
+    messageStoreSegmentBytes: integer(raw, 'messageStoreSegmentBytes', DEFAULTS.messageStoreSegmentBytes, 4096),
     maxMessageBytes: integer(raw, 'maxMessageBytes', DEFAULTS.maxMessageBytes, 1),
     maxPrefetch: integer(raw, 'maxPrefetch', DEFAULTS.maxPrefetch, 1),
     maxPublishesPerBatch: integer(raw, 'maxPublishesPerBatch', DEFAULTS.maxPublishesPerBatch, 1),

@@ -44,7 +44,7 @@ export class EffectRunner {
       case 'deliver': {
         const consumer = parts.consumers.get(effect.consumerId);
         if (consumer === undefined) return; // a get, or a consumer attached elsewhere
-        consumer.deliver(streamDeliveryOf(name, consumer.tag, effect, queue.replica.bodies.get(effect.messageId)));
+        consumer.deliver(streamDeliveryOf(name, consumer.tag, effect, queue.replica.encoded(effect.messageId)));
         parts.metrics.deliveries.inc();
         return;
       }

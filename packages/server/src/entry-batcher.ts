@@ -59,12 +59,12 @@ export class EntryBatcher {
    * Adds a command to this turn's batch; resolves with its own result once applied here.
    * With `retry` false, a failure is final whatever it is (the caller handles it).
    */
-  add(command: Command, message: pb.Message.$Properties | Uint8Array | null, retry = true): Promise<QueueApplyResult> {
+  add(command: Command, message: pb.Message.$Properties | Uint8Array | null, retry = true, key?: string): Promise<QueueApplyResult> {
     const size = messageBytes(message);
     if (this.items.length > 0 && (this.bytes + size > BATCH_BYTES_MAX || this.items.length >= ENTRY_SPAN)) this.flush();
     return new Promise<QueueApplyResult>((resolve, reject) => {
       if (this.items.length === 0) queueMicrotask(this.flushNow);
-      this.items.push({ command, message, retry, resolve, reject });
+      this.items.push({ command, message, key, retry, resolve, reject });
       this.bytes += size;
     });
   }
@@ -77,7 +77,7 @@ export class EntryBatcher {
     this.bytes = 0;
     let data: Uint8Array;
     try {
-      data = items.length === 1 ? encodeQueueEntry(items[0]!.command, items[0]!.message, this.options.now()) : encodeQueueBatch(items, this.options.now());
+      data = items.length === 1 ? encodeQueueEntry(items[0]!.command, items[0]!.message, this.options.now(), items[0]!.key) : encodeQueueBatch(items, this.options.now());
     } catch {
       // One command that cannot be encoded fails alone.
       for (const item of items) this.proposeAlone(item);
@@ -107,7 +107,7 @@ export class EntryBatcher {
   private proposeAlone(item: Item): void {
     let data: Uint8Array;
     try {
-      data = encodeQueueEntry(item.command, item.message, this.options.now());
+      data = encodeQueueEntry(item.command, item.message, this.options.now(), item.key);
     } catch (error) {
       item.reject(error);
       return;

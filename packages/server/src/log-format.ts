@@ -12,7 +12,9 @@
  *   one to the other by field name, through the generated code.
  * - QUEUE_ENTRY_FORMAT_JSON (entries without a format, written before): each command is
  *   JSON. readJsonEntry reads them exactly as the JSON encoder's reader did.
- * - A snapshot is a `QueueSnapshot`: the machine's own snapshot and the live messages.
+ * - A snapshot is a `QueueSnapshot`: the machine's own snapshot and the live messages,
+ *   either as their bytes (portable: sent to followers, and written by releases before the
+ *   message store) or as references into this node's message store (local: saved).
  *
  * Entries are written by the generated code and read by hand (one pass, messages left as
  * views into the entry, the commands of the entries this node encoded not decoded again);
@@ -37,8 +39,12 @@ const ENTRY_MESSAGE = handTags.QueueEntry.message;
 const ENTRY_BATCH = handTags.QueueEntry.batch;
 const ENTRY_FORMAT = handTags.QueueEntry.format;
 const ENTRY_COMMAND = handTags.QueueEntry.queueCommand;
+const ENTRY_MESSAGE_KEY = handTags.QueueEntry.messageKey;
 const SNAPSHOT_MACHINE = handTags.QueueSnapshot.machine;
 const SNAPSHOT_MESSAGES = handTags.QueueSnapshot.messages;
+const SNAPSHOT_STORE_ID = handTags.QueueSnapshot.storeId;
+const SNAPSHOT_MESSAGE_ID_DELTAS = handTags.QueueSnapshot.messageIdDeltas;
+const SNAPSHOT_RECORD_ID_DELTAS = handTags.QueueSnapshot.recordIdDeltas;
 const STORED_ID = handTags.StoredMessage.id;
 const STORED_MESSAGE = handTags.StoredMessage.message;
 
@@ -177,15 +183,18 @@ const encodedCommands = new WeakMap<Uint8Array, Command | readonly Command[]>();
 export interface EntryCommand {
   readonly command: Command;
   readonly message: pb.Message.$Properties | Uint8Array | null;
+  /** The fan-out key of a message routed to several queues (QueueEntry.message_key). */
+  readonly key?: string | undefined;
 }
 
 /** A command as an element of an entry (or as the entry): its message, its QueueCommand. */
-function entryOf({ command, message }: EntryCommand): pb.QueueEntry.$Properties {
+function entryOf({ command, message, key }: EntryCommand): pb.QueueEntry.$Properties {
   const problem = queueCommandProblem(command);
   if (problem !== null) throw invalidArgument(`cannot write the queue command to the log: ${problem}`, 'MALFORMED_COMMAND');
   const queueCommand = { [command.type]: command } as pb.QueueCommand.$Properties;
   if (message === null) return { queueCommand };
-  return { message: message instanceof Uint8Array ? message : pb.Message.encode(message).finish(), queueCommand };
+  const encoded = message instanceof Uint8Array ? message : pb.Message.encode(message).finish();
+  return key === undefined ? { message: encoded, queueCommand } : { message: encoded, queueCommand, messageKey: key };
 }
 
 /** The clock prefix, then `entry`. */
@@ -200,8 +209,8 @@ function encodeEntry(entry: pb.QueueEntry.$Properties, now: number): Uint8Array 
  * `message` is either an encoded Message (carried as is) or one to encode. Throws a
  * BrokerError for a command encodeQueueCommand refuses.
  */
-export function encodeQueueEntry(command: Command, message: pb.Message.$Properties | Uint8Array | null, now = 0): Uint8Array {
-  const out = encodeEntry({ ...entryOf({ command, message }), format: QUEUE_ENTRY_FORMAT }, now);
+export function encodeQueueEntry(command: Command, message: pb.Message.$Properties | Uint8Array | null, now = 0, key?: string): Uint8Array {
+  const out = encodeEntry({ ...entryOf({ command, message, key }), format: QUEUE_ENTRY_FORMAT }, now);
   encodedCommands.set(out, command);
   return out;
 }
@@ -233,6 +242,8 @@ export interface DecodedCommand {
   readonly command: Command;
   /** The encoded Message (a view into the entry), or null. */
   readonly message: Uint8Array | null;
+  /** The fan-out key (QueueEntry.message_key), or null. */
+  readonly key: string | null;
 }
 
 export interface DecodedQueueEntry {
@@ -301,6 +312,7 @@ function readCommandEntry(reader: Reader, now: number, known: Command | readonly
   const commands: DecodedCommand[] = [];
   let single: { start: number; end: number } | null = null;
   let message: Uint8Array | null = null;
+  let key: string | null = null;
   let batch = false;
   while (reader.pos < reader.len) {
     const t = reader.uint32();
@@ -314,6 +326,8 @@ function readCommandEntry(reader: Reader, now: number, known: Command | readonly
       reader.pos = end;
     } else if (t === ENTRY_MESSAGE) {
       message = reader.bytes();
+    } else if (t === ENTRY_MESSAGE_KEY) {
+      key = reader.string();
     } else if (t === ENTRY_JSON) {
       throw new Error('a JSON command in an entry of format QUEUE_ENTRY_FORMAT_COMMAND');
     } else {
@@ -321,12 +335,12 @@ function readCommandEntry(reader: Reader, now: number, known: Command | readonly
     }
   }
   if (batch) {
-    if (single !== null || message !== null) throw new Error('a batch entry with a field other than its batch');
+    if (single !== null || message !== null || key !== null) throw new Error('a batch entry with a field other than its batch');
     return { now, commands, batch: true };
   }
   if (single === null) throw new Error('queue entry without a command');
   const command = known !== undefined && !Array.isArray(known) ? (known as Command) : readQueueCommand(reader, single.start, single.end);
-  return { now, commands: [{ command, message }], batch: false };
+  return { now, commands: [{ command, message, key }], batch: false };
 }
 
 /** Reads one element of a batch up to `end`; `known` skips decoding its command. */
@@ -334,6 +348,7 @@ function readElement(reader: Reader, end: number, known: Command | undefined): D
   let command: Command | undefined = known;
   let found = false;
   let message: Uint8Array | null = null;
+  let key: string | null = null;
   while (reader.pos < end) {
     const t = reader.uint32();
     if (t === ENTRY_COMMAND) {
@@ -345,6 +360,10 @@ function readElement(reader: Reader, end: number, known: Command | undefined): D
       const messageEnd = fieldEnd(reader, end);
       message = reader.buf.subarray(reader.pos, messageEnd);
       reader.pos = messageEnd;
+    } else if (t === ENTRY_MESSAGE_KEY) {
+      const keyEnd = fieldEnd(reader, end);
+      key = asBuffer(reader.buf).toString('utf8', reader.pos, keyEnd);
+      reader.pos = keyEnd;
     } else if (t === ENTRY_BATCH) {
       throw new Error('a batched queue entry holds a batch');
     } else if (t === ENTRY_JSON || t === ENTRY_FORMAT) {
@@ -355,7 +374,7 @@ function readElement(reader: Reader, end: number, known: Command | undefined): D
   }
   if (reader.pos !== end) throw new Error('queue entry field past its end');
   if (!found || command === undefined) throw new Error('queue entry without a command');
-  return { command, message };
+  return { command, message, key };
 }
 
 /** Decodes the QueueCommand at [start, end) of the reader's buffer. */
@@ -381,7 +400,7 @@ function readJsonCommand(reader: Reader, end: number): DecodedCommand {
   }
   if (reader.pos !== end) throw new Error('queue entry field past its end');
   if (command === null) throw new Error('queue entry without a command');
-  return { command: JSON.parse(command) as Command, message };
+  return { command: JSON.parse(command) as Command, message, key: null };
 }
 
 /** Reads a QUEUE_ENTRY_FORMAT_JSON entry (one without a format field). */
@@ -406,8 +425,17 @@ function readJsonEntry(reader: Reader, now: number): DecodedQueueEntry {
 
 export interface DecodedQueueSnapshot {
   readonly machine: Uint8Array;
-  /** Message id -> encoded Message (copies: they do not hold the snapshot's buffer). */
+  /** Portable form: message id -> encoded Message (copies: they do not hold the snapshot's buffer). */
   readonly messages: Map<number, Uint8Array>;
+  /** Local form: the live messages' ids and, at the same positions, their record ids in `storeId`. */
+  readonly refs: SnapshotRefs | null;
+}
+
+/** A local snapshot's references into a node's message store. */
+export interface SnapshotRefs {
+  readonly storeId: string;
+  readonly messageIds: readonly number[];
+  readonly recordIds: readonly number[];
 }
 
 /**
@@ -451,5 +479,66 @@ export function decodeQueueSnapshot(data: Uint8Array): DecodedQueueSnapshot {
   const snapshot = pb.QueueSnapshot.decode(data);
   const messages = new Map<number, Uint8Array>();
   for (const stored of snapshot.messages) if (stored.message != null) messages.set(stored.id ?? 0, Buffer.from(stored.message));
-  return { machine: snapshot.machine, messages };
+  if (snapshot.storeId === '') return { machine: snapshot.machine, messages, refs: null };
+  const messageIds = sums(snapshot.messageIdDeltas, 'message');
+  const recordIds = sums(snapshot.recordIdDeltas, 'record');
+  if (messageIds.length !== recordIds.length) throw new Error(`queue snapshot: ${messageIds.length} message ids but ${recordIds.length} record ids`);
+  return { machine: snapshot.machine, messages, refs: { storeId: snapshot.storeId, messageIds, recordIds } };
+}
+
+/** Running sums of decoded deltas, each a safe non-negative integer or the snapshot is corrupt. */
+function sums(deltas: ReadonlyArray<number | { toNumber(): number }>, what: string): number[] {
+  const out = new Array<number>(deltas.length);
+  let value = 0;
+  for (let i = 0; i < deltas.length; i++) {
+    const delta = deltas[i]!;
+    value += typeof delta === 'number' ? delta : delta.toNumber();
+    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`queue snapshot: ${what} id ${value} at position ${i}`);
+    out[i] = value;
+  }
+  return out;
+}
+
+/**
+ * The local form: `QueueSnapshot { machine, store_id, message_id_deltas, record_id_deltas }`.
+ * Its size grows by a few bytes per live message, not with their bytes. Written by hand in
+ * one pass into a buffer sized for the worst case (two 10-byte varints a message).
+ */
+export function encodeQueueSnapshotRefs(machine: Uint8Array, refs: SnapshotRefs): Uint8Array {
+  const { storeId, messageIds, recordIds } = refs;
+  if (messageIds.length !== recordIds.length) throw new Error(`${messageIds.length} message ids but ${recordIds.length} record ids`);
+  const storeIdBytes = Buffer.byteLength(storeId, 'utf8');
+  const packedMax = (count: number): number => 1 + 10 + 10 * count;
+  const out = Buffer.allocUnsafe(bytesFieldBytes(machine.byteLength) + bytesFieldBytes(storeIdBytes) + 2 * packedMax(messageIds.length));
+  let at = writeBytesField(out, 0, SNAPSHOT_MACHINE, machine);
+  out[at++] = SNAPSHOT_STORE_ID;
+  at = writeVarint(out, at, storeIdBytes);
+  at += out.write(storeId, at, storeIdBytes, 'utf8');
+  at = writePackedDeltas(out, at, SNAPSHOT_MESSAGE_ID_DELTAS, messageIds);
+  at = writePackedDeltas(out, at, SNAPSHOT_RECORD_ID_DELTAS, recordIds);
+  return out.subarray(0, at);
+}
+
+/** A packed `repeated sint64` of the differences between consecutive values (the first from 0). */
+function writePackedDeltas(out: Buffer, at: number, tag: number, values: readonly number[]): number {
+  if (values.length === 0) return at;
+  let length = 0;
+  let previous = 0;
+  for (let i = 0; i < values.length; i++) {
+    length += varintBytes(zigzag(values[i]! - previous));
+    previous = values[i]!;
+  }
+  out[at++] = tag;
+  at = writeVarint(out, at, length);
+  previous = 0;
+  for (let i = 0; i < values.length; i++) {
+    at = writeVarint(out, at, zigzag(values[i]! - previous));
+    previous = values[i]!;
+  }
+  return at;
+}
+
+/** sint64's zigzag of a safe integer, without 32-bit shifts. */
+function zigzag(value: number): number {
+  return value >= 0 ? 2 * value : -2 * value - 1;
 }

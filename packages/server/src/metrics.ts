@@ -2,6 +2,8 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+import type { MessageStoreStats } from '@quorumq/storage';
+
 import { DEFAULTS } from './config.js';
 
 /** How often the event-loop delay is sampled (`nodejs_eventloop_lag_*`). */
@@ -95,6 +97,34 @@ export class NodeMetrics {
     collect: () => this.queuesLed.set([...this.ledQueues()].length),
   });
 
+  /** The node's message store, read at scrape time (see observeMessageStore). */
+  private messageStoreStats: (() => MessageStoreStats) | null = null;
+  readonly messageStoreBytes: Gauge<'kind'> = new Gauge({
+    name: 'quorumq_message_store_bytes',
+    help: "The node's message store: live (bytes of the messages its replicas hold), disk (its segment files), cache (the read-ahead cache), pending (put, not yet written)",
+    labelNames: ['kind'],
+    registers: [this.registry],
+    collect: () => this.collectMessageStore(),
+  });
+  readonly messageStoreRecords: Gauge = new Gauge({
+    name: 'quorumq_message_store_records',
+    help: "Records in the node's message store with at least one reference (a message routed to several queues of the node is one record)",
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.messageStoreStats?.();
+      if (stats !== undefined) this.messageStoreRecords.set(stats.liveRecords);
+    },
+  });
+  readonly messageStoreCompactions: Gauge = new Gauge({
+    name: 'quorumq_message_store_compactions',
+    help: "Segments of the node's message store rewritten by compaction since the node started",
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.messageStoreStats?.();
+      if (stats !== undefined) this.messageStoreCompactions.set(stats.compactions);
+    },
+  });
+
   readonly walFlushes = new Counter({ name: 'quorumq_wal_flushes_total', help: 'WAL flushes (one durable write each, for every group on the node)', registers: [this.registry] });
   readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
   readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
@@ -144,6 +174,20 @@ export class NodeMetrics {
   /** Where the queue gauges read, at each scrape, the queues this node leads. */
   observeQueues(ledQueues: () => Iterable<QueueMessageCounts>): void {
     this.ledQueues = ledQueues;
+  }
+
+  /** Where the message store gauges read, at each scrape. */
+  observeMessageStore(stats: () => MessageStoreStats): void {
+    this.messageStoreStats = stats;
+  }
+
+  private collectMessageStore(): void {
+    const stats = this.messageStoreStats?.();
+    if (stats === undefined) return;
+    this.messageStoreBytes.set({ kind: 'live' }, stats.liveBytes);
+    this.messageStoreBytes.set({ kind: 'disk' }, stats.diskBytes);
+    this.messageStoreBytes.set({ kind: 'cache' }, stats.cacheBytes);
+    this.messageStoreBytes.set({ kind: 'pending' }, stats.pendingWriteBytes);
   }
 
   private collectQueueMessages(): void {

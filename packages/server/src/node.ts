@@ -13,7 +13,10 @@ import { join } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
 import type { Topology } from '@quorumq/queue';
 import type { NodeId, SoftState } from '@quorumq/raft';
-import { LevelKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
+import { LevelKvStore, MessageStore, NodeStorage, NodeWalFs, type MessageStoreApi } from '@quorumq/storage';
+
+import { AdoptedBodies } from './adopted-bodies.js';
+import type { ReplicaTestOnlyBugs } from './queue-replica.js';
 import type { Logger } from 'pino';
 
 import type { NodeConfig } from './config.js';
@@ -46,6 +49,7 @@ export type { LocalConsumer } from './consumers.js';
 export interface NodeTestOnlyBugs {
   readonly deadLetter?: DeadLetterTestOnlyBugs;
   readonly move?: MoveTestOnlyBugs;
+  readonly replica?: ReplicaTestOnlyBugs;
 }
 
 /** Everything a node takes from outside (see BrokerNode.create). */
@@ -53,6 +57,8 @@ export interface BrokerNodeParts {
   readonly config: NodeConfig;
   readonly env: NodeEnv;
   readonly storage: NodeStorage;
+  /** The node's message store: the bytes of every queued message of its replicas. */
+  readonly messageStore: MessageStoreApi;
   readonly link: PeerLink;
   readonly logger: Logger;
   readonly metrics: NodeMetrics;
@@ -75,6 +81,7 @@ export class BrokerNode {
   readonly config: NodeConfig;
   readonly env: NodeEnv;
   readonly storage: NodeStorage;
+  readonly messageStore: MessageStoreApi;
   readonly link: PeerLink;
   readonly logger: Logger;
   readonly metrics: NodeMetrics;
@@ -95,10 +102,11 @@ export class BrokerNode {
   private metaLeaderHandlers: Array<() => void> = [];
 
   private constructor(parts: BrokerNodeParts) {
-    const { config, env, storage, link, logger, metrics } = parts;
+    const { config, env, storage, messageStore, link, logger, metrics } = parts;
     this.config = config;
     this.env = env;
     this.storage = storage;
+    this.messageStore = messageStore;
     this.link = link;
     this.logger = logger;
     this.metrics = metrics;
@@ -114,6 +122,11 @@ export class BrokerNode {
       env,
       nodeId: config.nodeId,
       storage,
+      messageStore,
+      // Every record the saved snapshots reference, adopted before the store reclaims the rest.
+      adopted: AdoptedBodies.collect(messageStore, storage, logger),
+      snapshotLogBytesMin: config.snapshotLogBytesMin,
+      ...(parts.testOnlyBugs?.replica !== undefined ? { testOnlyBugs: parts.testOnlyBugs.replica } : {}),
       link,
       logger,
       meta: this.meta,
@@ -189,6 +202,7 @@ export class BrokerNode {
     });
     this.queues.wire({ router: this.router, effects, duties });
     metrics.observeQueues(() => this.ledQueueCounts());
+    metrics.observeMessageStore(() => messageStore.stats());
   }
 
   /** A node on the given parts, running: its groups tick on the env's clock. */
@@ -221,12 +235,19 @@ export class BrokerNode {
       logger.error({ corruption: storage.corruption }, 'WAL corruption found; the affected groups will not serve from this copy');
     }
     if (config.testOnlyConfirmBeforeCommit) logger.warn('TEST ONLY: publishes are confirmed before they commit; confirmed messages can be lost');
+    const messageStore = await MessageStore.open({
+      dir: join(config.dataDir, 'messages'),
+      fs: new NodeWalFs(),
+      cacheBytes: config.messageStoreCacheBytes,
+      segmentBytes: config.messageStoreSegmentBytes,
+      logger: { warn: (message: string) => logger.warn(message) },
+    });
     const transport = new PeerTransport(config.nodeId, config.peers, config.clusterSecret, logger, (messages) => {
       metrics.peerBatches.inc();
       metrics.peerMessages.inc(messages);
     });
     const memoryAlarm = MemoryAlarm.ofProcess(config, logger, metrics, host.residentMemoryBytes);
-    node = BrokerNode.create({ config, env: systemEnv, storage, link: transport, logger, metrics, onFatal, memoryAlarm });
+    node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, logger, metrics, onFatal, memoryAlarm });
     await node.checkDisk();
     memoryAlarm.check();
     const started = node;
@@ -394,5 +415,6 @@ export class BrokerNode {
     this.link.close();
     if (this.metricsServer !== null) this.metricsServer.close();
     await this.storage.close();
+    await this.messageStore.close();
   }
 }

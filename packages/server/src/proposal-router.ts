@@ -87,15 +87,16 @@ export class ProposalRouter {
    * applied there (committed on a majority). Retries while the leader is unknown or moves,
    * until the request timeout.
    */
-  proposeQueue(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<Reply> {
-    return this.proposeQueueFull(name, command, message).then((result) => result.reply);
+  proposeQueue(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null, key?: string): Promise<Reply> {
+    return this.proposeQueueFull(name, command, message, key).then((result) => result.reply);
   }
 
-  proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null): Promise<QueueApplyResult> {
+  /** As proposeQueue, with the whole result; `key` is the fan-out key of a message routed to several queues. */
+  proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null, key?: string): Promise<QueueApplyResult> {
     const local = this.parts.localQueue(name);
     // The common case: this node leads the queue. The command joins this turn's batch entry
     // (see EntryBatcher, which also retries the general way when leadership just moved).
-    if (local !== undefined && local.group.isLeader && !this.parts.isStopping() && this.parts.meta.queues.has(name)) return local.batcher.add(command, message);
+    if (local !== undefined && local.group.isLeader && !this.parts.isStopping() && this.parts.meta.queues.has(name)) return local.batcher.add(command, message, true, key);
     // Elsewhere: this turn's commands to the queue go to its leader as one batch entry
     // (proposeQueueAnywhere finds the leader and retries; its failures are final).
     let batcher = this.forwarding.get(name);
@@ -109,7 +110,7 @@ export class ProposalRouter {
       });
       this.forwarding.set(name, batcher);
     }
-    return batcher.add(command, message);
+    return batcher.add(command, message, true, key);
   }
 
   /** The queue's definition; when this node does not know it, after catching up with the metadata. */

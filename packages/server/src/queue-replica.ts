@@ -24,8 +24,12 @@ import {
 } from '@quorumq/queue';
 import type { Entry } from '@quorumq/raft';
 
-import type { GroupMachine } from './raft-group.js';
-import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
+import type { GroupMachine, PortableSnapshotBuild } from './raft-group.js';
+import { MessageStoreWriteError, type MessageStoreApi } from '@quorumq/storage';
+
+import type { AdoptedBodies } from './adopted-bodies.js';
+import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, encodeQueueSnapshotRefs, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
+import { ReplicaBodies } from './replica-bodies.js';
 import type { OutgoingDelivery } from './wire.js';
 
 import pb = quorumq.v1;
@@ -46,30 +50,67 @@ const CLOCK_MAX_MS = 7_258_118_400_000;
 
 const OK: Reply = { type: 'ok' };
 
+/**
+ * A snapshot is due once the log grew by this many bytes per live message (and at least
+ * by `snapshotLogBytesMin`, and by `snapshotInterval` commands). A snapshot costs time in
+ * proportion to the live messages (their metadata and references, not their bytes), so
+ * this bounds that cost per logged byte; the log it lets stay in memory is this many bytes
+ * per live message. See docs/architecture.md ("The message store") for the figures.
+ */
+export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 128;
+
+/**
+ * A snapshot is also due once the bytes of messages that left but that the latest snapshot
+ * lists (kept on disk for it) reach the live bytes and this: a drained queue lets its disk
+ * go at its next command, and a queue's disk stays within about twice its live bytes.
+ */
+export const SNAPSHOT_PINNED_BYTES_MIN = 1024 * 1024;
+
 /** What the leader's replica asks of its node. Called synchronously inside apply. */
 export interface QueueEffectSink {
   onEffects(replica: QueueReplica, effects: readonly Effect[]): void;
 }
 
+/** Bugs the simulator plants to prove its checkers catch them. Never set in a real node. */
+export interface ReplicaTestOnlyBugs {
+  /** Save a snapshot without waiting until the bytes it references are durable. */
+  readonly snapshotBeforeBodiesDurable?: boolean;
+}
+
+/** Where a replica's message bytes live, and what it reports. */
+export interface QueueReplicaOptions {
+  /** The queue's creation time (leader clock): its idle lease starts there. */
+  readonly createdAt?: number;
+  /** Records adopted at the node's start (see AdoptedBodies): a local snapshot takes its own. */
+  readonly adopted?: AdoptedBodies | null;
+  /** The log grows by at least this many bytes between snapshots (the node's `snapshotLogBytesMin`). */
+  readonly snapshotLogBytesMin?: number;
+  /** Messages whose bytes a snapshot references but the store does not have (reported, not thrown). */
+  readonly onLostBodies?: (replica: QueueReplica, count: number) => void;
+  readonly testOnlyBugs?: ReplicaTestOnlyBugs;
+}
+
 export class QueueReplica implements GroupMachine<QueueApplyResult> {
   state: QueueState;
-  /** Message id -> the encoded message (as the publisher sent it), in id (= insertion) order. */
-  readonly bodies = new Map<number, Uint8Array>();
-  bodyBytes = 0;
+  /** Message id -> its bytes (as the publisher sent them) in the node's message store. */
+  readonly bodies: ReplicaBodies;
   /** Commands applied since the last snapshot taken or restored (an entry may hold many). */
   private commandsSinceSnapshot = 0;
   /** Bytes of the entries applied since then: how much the log grew. */
   private logBytesSinceSnapshot = 0;
+  /** Restored from a portable snapshot (the bytes inline): replace it with a local one soon. */
+  private restoredPortable = false;
 
   constructor(
     readonly name: string,
     readonly groupId: string,
     args: QueueArguments,
     private readonly sink: QueueEffectSink,
-    /** The queue's creation time (leader clock): its idle lease starts there. */
-    createdAt = 0,
+    store: MessageStoreApi,
+    private readonly options: QueueReplicaOptions = {},
   ) {
-    this.state = createQueueState(name, args, createdAt);
+    this.state = createQueueState(name, args, options.createdAt ?? 0);
+    this.bodies = new ReplicaBodies(store);
   }
 
   /**
@@ -90,7 +131,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     return { reply: OK, batch };
   }
 
-  private applyCommand(index: number, term: number, now: number, { command, message }: DecodedCommand, leader: boolean): QueueApplyResult {
+  private applyCommand(index: number, term: number, now: number, { command, message, key }: DecodedCommand, leader: boolean): QueueApplyResult {
     this.commandsSinceSnapshot += 1;
     const result = apply({ index, term, now }, command, this.state);
     this.state = result.state;
@@ -99,8 +140,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     // its dead-letter carries the publisher's message. Decided from the result alone, so
     // every replica keeps the same bodies; an at-most-once one is swept once it left.
     if (message !== null && (reply.type === 'enqueued' || (reply.type === 'rejected' && deadLettersItself(result.effects, index)))) {
-      this.bodies.set(index, message);
-      this.bodyBytes += message.byteLength;
+      this.bodies.put(index, message, key ?? undefined);
     }
     let stored: pb.Message | undefined;
     if (reply.type === 'message') stored = this.message(reply.message.messageId);
@@ -111,14 +151,12 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   /** Drops bodies of messages that left the queue. Cheap when the queue is consumed in order. */
   sweep(): void {
     const messages = this.state.messages;
-    if (this.bodies.size <= messages.size) return;
-    for (const id of this.bodies.keys()) {
-      if (messages.has(id)) break;
-      this.deleteBody(id);
-    }
-    if (this.bodies.size > 2 * messages.size + 1024) {
-      for (const id of [...this.bodies.keys()]) if (!messages.has(id)) this.deleteBody(id);
-    }
+    this.bodies.sweep((id) => messages.has(id), messages.size);
+  }
+
+  /** A stored message's bytes (undefined when it has none, or they cannot be read back). */
+  encoded(id: number): Uint8Array | undefined {
+    return this.bodies.read(id);
   }
 
   /**
@@ -127,33 +165,84 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    * read as no message, the same on every replica, rather than failing the apply.
    */
   message(id: number): pb.Message | undefined {
-    const bytes = this.bodies.get(id);
+    const bytes = this.bodies.read(id);
     return bytes === undefined ? undefined : decodeStored(bytes);
   }
 
-  private deleteBody(id: number): void {
-    const message = this.bodies.get(id);
-    if (message === undefined) return;
-    this.bodies.delete(id);
-    this.bodyBytes -= message.byteLength;
-  }
-
   /**
-   * A snapshot carries the live messages, so it waits until the log grew by twice their
-   * bytes (and by `snapshotInterval` commands): each logged byte then pays O(1) snapshot
-   * work, and the log stays within about three times the live data. Acks and other small
-   * commands grow the log little, so a queue being drained is not snapshotted over and over.
+   * A snapshot holds the live messages' metadata and references, so its cost grows with
+   * their number; it waits until the log grew by SNAPSHOT_LOG_BYTES_PER_MESSAGE bytes per
+   * live message (at least `snapshotLogBytesMin`) and by `snapshotInterval` commands: each
+   * logged byte then pays O(1) snapshot work, and a queue being drained (small acks) is not
+   * snapshotted over and over. A portable snapshot restored here is replaced at once, and
+   * so is one whose departed messages hold more disk than the live ones (see
+   * SNAPSHOT_PINNED_BYTES_MIN).
    */
   snapshotDue(snapshotInterval: number): boolean {
-    return this.commandsSinceSnapshot >= snapshotInterval && this.logBytesSinceSnapshot >= 2 * this.bodyBytes;
+    if (this.commandsSinceSnapshot === 0) return false;
+    if (this.restoredPortable) return true;
+    if (this.bodies.pinnedBytes >= Math.max(SNAPSHOT_PINNED_BYTES_MIN, this.bodies.bytes)) return true;
+    if (this.commandsSinceSnapshot < snapshotInterval) return false;
+    const logBytes = Math.max(this.options.snapshotLogBytesMin ?? 0, SNAPSHOT_LOG_BYTES_PER_MESSAGE * this.state.messages.size);
+    return this.logBytesSinceSnapshot >= logBytes;
   }
 
+  /** The local form: the machine and references into this node's message store. */
   snapshot(): Uint8Array {
     this.commandsSinceSnapshot = 0;
     this.logBytesSinceSnapshot = 0;
-    this.sweep();
-    const live = [...this.bodies].filter(([id]) => this.state.messages.has(id));
-    return encodeQueueSnapshot(encodeSnapshot(this.state), live);
+    this.restoredPortable = false;
+    const messages = this.state.messages;
+    const { messageIds, recordIds } = this.bodies.snapshotTaken((id) => messages.has(id));
+    return encodeQueueSnapshotRefs(encodeSnapshot(this.state), { storeId: this.bodies.store.storeId, messageIds, recordIds });
+  }
+
+  /**
+   * Whether everything a snapshot about to be saved references is durable in the store:
+   * false when a write was refused (a full disk; the store retries, and the next snapshot
+   * will). A fatal store error rejects: the node must restart from its WAL.
+   */
+  async snapshotDurable(): Promise<boolean> {
+    if (this.options.testOnlyBugs?.snapshotBeforeBodiesDurable === true) return true;
+    try {
+      await this.bodies.store.sync();
+      return true;
+    } catch (error) {
+      if (error instanceof MessageStoreWriteError) return false;
+      throw error;
+    }
+  }
+
+  snapshotSaved(): void {
+    this.bodies.snapshotSaved();
+  }
+
+  /**
+   * The portable form of a local snapshot (every listed message's bytes inline), for a
+   * follower to install; null when `data` is portable already. The bytes are read back
+   * from the store: what the snapshot lists stays there until the next one is saved.
+   */
+  portableSnapshot(data: Uint8Array): PortableSnapshotBuild | null {
+    const snapshot = decodeQueueSnapshot(data);
+    if (snapshot.refs === null) return null;
+    const { messageIds } = snapshot.refs;
+    const messages: Array<readonly [number, Uint8Array]> = [];
+    let next = 0;
+    let lost = 0;
+    return {
+      step: (budget) => {
+        const end = Math.min(messageIds.length, next + budget);
+        for (; next < end; next++) {
+          const id = messageIds[next]!;
+          const bytes = this.bodies.read(id);
+          if (bytes === undefined) lost++;
+          else messages.push([id, bytes]);
+        }
+        if (next < messageIds.length) return null;
+        if (lost > 0) this.options.onLostBodies?.(this, lost);
+        return encodeQueueSnapshot(snapshot.machine, messages);
+      },
+    };
   }
 
   restore(data: Uint8Array): void {
@@ -162,11 +251,29 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     const snapshot = decodeQueueSnapshot(data);
     this.state = decodeSnapshot(snapshot.machine);
     this.bodies.clear();
-    this.bodyBytes = 0;
-    for (const [id, message] of snapshot.messages) {
-      this.bodies.set(id, message);
-      this.bodyBytes += message.byteLength;
+    if (snapshot.refs === null) {
+      // Portable (sent by the leader, or saved by a release before the message store).
+      for (const [id, message] of snapshot.messages) this.bodies.put(id, message);
+      this.restoredPortable = true;
+      return;
     }
+    this.restoredPortable = false;
+    const { storeId, messageIds, recordIds } = snapshot.refs;
+    const adopted = storeId === this.bodies.store.storeId ? (this.options.adopted?.take(this.groupId) ?? null) : null;
+    let lost = 0;
+    for (let i = 0; i < messageIds.length; i++) {
+      const handle = adopted?.take(recordIds[i]!);
+      if (handle === undefined) lost++;
+      else this.bodies.adopt(messageIds[i]!, handle);
+    }
+    adopted?.releaseRest();
+    this.bodies.restoredFromRefs(messageIds);
+    if (lost > 0) this.options.onLostBodies?.(this, lost);
+  }
+
+  /** The replica is gone (its queue deleted): its records are released. */
+  close(): void {
+    this.bodies.clear();
   }
 }
 

@@ -4,9 +4,10 @@
  * and loses it when the queue is deleted or re-created.
  */
 import type { NodeId } from '@quorumq/raft';
-import type { NodeStorage } from '@quorumq/storage';
+import type { MessageStoreApi, NodeStorage } from '@quorumq/storage';
 import type { Logger } from 'pino';
 
+import type { AdoptedBodies } from './adopted-bodies.js';
 import type { ConsumerRegistry } from './consumers.js';
 import type { EffectRunner } from './effect-runner.js';
 import { BrokerError, Status, Reason } from './errors.js';
@@ -17,7 +18,7 @@ import type { MetaMachine, QueueDefinition } from './meta-machine.js';
 import type { NodeEnv } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
 import type { ProposalRouter } from './proposal-router.js';
-import { QueueReplica, type QueueApplyResult } from './queue-replica.js';
+import { QueueReplica, type QueueApplyResult, type ReplicaTestOnlyBugs } from './queue-replica.js';
 import { RaftGroup, type GroupObserver, type GroupTestOnlyBugs, type RaftTuning } from './raft-group.js';
 
 /** How the node starts a group beyond its config: the simulator's checkers and tuning. */
@@ -31,6 +32,11 @@ export interface QueueReplicasParts {
   readonly env: NodeEnv;
   readonly nodeId: NodeId;
   readonly storage: NodeStorage;
+  readonly messageStore: MessageStoreApi;
+  /** Records adopted at the start for the saved snapshots (see AdoptedBodies). */
+  readonly adopted: AdoptedBodies;
+  readonly snapshotLogBytesMin: number;
+  readonly testOnlyBugs?: ReplicaTestOnlyBugs;
   readonly link: Pick<PeerLink, 'send'>;
   readonly logger: Logger;
   readonly meta: MetaMachine;
@@ -124,7 +130,14 @@ export class QueueReplicas {
           if (local !== null && this.queues.get(definition.name) === local) wiring.effects.run(local, effects);
         },
       },
-      definition.createdAt ?? 0,
+      parts.messageStore,
+      {
+        createdAt: definition.createdAt ?? 0,
+        adopted: parts.adopted,
+        snapshotLogBytesMin: parts.snapshotLogBytesMin,
+        ...(parts.testOnlyBugs !== undefined ? { testOnlyBugs: parts.testOnlyBugs } : {}),
+        onLostBodies: (lost, count) => parts.logger.error({ queue: lost.name, messages: count }, "messages' bytes are missing from the message store"),
+      },
     );
     const group = new RaftGroup<QueueApplyResult>({
       groupId,
@@ -164,6 +177,7 @@ export class QueueReplicas {
     parts.consumers.endAll(queue.definition.name, new BrokerError(Status.NOT_FOUND, Reason.QUEUE_DELETED, `queue ${JSON.stringify(queue.definition.name)}: ${why}`));
     const dropped = queue.replica.state.messages.size;
     parts.logger.info({ queue: queue.definition.name, messagesDropped: dropped, why }, 'queue replica removed');
+    queue.replica.close();
     parts.storage.deleteGroup(queueGroupId(queue.definition)).catch((error: unknown) => parts.logger.warn({ err: error }, 'deleting a group failed'));
   }
 

@@ -27,7 +27,31 @@ export interface GroupMachine<R> {
    * decides by its own measure (see QueueReplica.snapshotDue).
    */
   snapshotDue?(snapshotInterval: number): boolean;
+  /**
+   * A machine whose snapshots reference bytes kept elsewhere on this node (a queue's message
+   * store) builds the portable form of one it took, for a follower to install, a step at a
+   * time; null when `data` is portable already. What the snapshot references stays readable
+   * while it is the group's newest snapshot.
+   */
+  portableSnapshot?(data: Uint8Array): PortableSnapshotBuild | null;
+  /**
+   * Resolves with true once everything the snapshot just taken references is durable, or
+   * with false when it cannot be made durable now (a full disk): that snapshot is then not
+   * saved (the saved one and the WAL behind it stay). Rejects only when the node must stop.
+   */
+  snapshotDurable?(): Promise<boolean>;
+  /** The snapshot last taken was saved. */
+  snapshotSaved?(): void;
 }
+
+/** The portable form of a snapshot, built a step at a time (see GroupMachine.portableSnapshot). */
+export interface PortableSnapshotBuild {
+  /** Does about `budget` units of work; returns the data once it is complete. */
+  step(budget: number): Uint8Array | null;
+}
+
+/** Messages read per step of a portable snapshot's build: a few milliseconds, then other work runs. */
+const PORTABLE_STEP_BUDGET = 4096;
 
 /** Core settings a group may override (the simulator uses small ones to reach edge cases). */
 export type RaftTuning = Pick<
@@ -113,6 +137,10 @@ export class RaftGroup<R> {
   private nextRead = 0;
   /** The earliest deadline among pending proposals (Infinity when none has one). */
   private nextDeadline = Infinity;
+  /** Index of the newest snapshot whose data is known to be portable (see sendMessages). */
+  private portableIndex = -1;
+  /** The portable form being built, for the snapshot at `index`. */
+  private portableBuild: { readonly index: number; readonly build: PortableSnapshotBuild } | null = null;
 
   constructor(private readonly options: RaftGroupOptions<R>) {
     const restored = options.storage.restoreGroup(options.groupId);
@@ -365,7 +393,7 @@ export class RaftGroup<R> {
       this.options.observer?.appending(ready.entries, (index) => this.raft.termAt(index) ?? ready.snapshot?.meta.term);
       const ackBeforeFsync = this.options.testOnlyBugs?.ackBeforeFsync === true;
       const early = ackBeforeFsync ? ready.messages : ready.messages.filter(sendableBeforePersist);
-      if (early.length > 0) this.options.send(this.groupId, early);
+      if (early.length > 0) this.sendMessages(early);
       if (ready.mustSync) {
         await this.options.storage.persist(this.groupId, {
           hardState: ready.hardState,
@@ -383,7 +411,7 @@ export class RaftGroup<R> {
       if (this.stopped) return;
       const late = ackBeforeFsync ? [] : ready.messages.filter((message) => !sendableBeforePersist(message));
       if (late.length > 0) {
-        this.options.send(this.groupId, late);
+        this.sendMessages(late);
         // Let the transport's flush (a microtask) run before applying: a follower's
         // append response then leaves before it applies anything, and the responses of
         // all groups that resumed from the same WAL flush leave in one batch.
@@ -396,6 +424,59 @@ export class RaftGroup<R> {
       await this.maybeSnapshot();
     }
   }
+
+  /**
+   * Sends a Ready's messages. The chunks of a snapshot the machine took as references (a
+   * queue's: the bytes are in this node's message store) must not leave: the first time
+   * one would, the machine starts building the portable form (a step per turn, so a large
+   * backlog does not stall the node), and once it is built it replaces the snapshot's data
+   * in the core, which sends its chunks instead, from the start. Until then such chunks are
+   * dropped (the core sends again when the transfer stalls).
+   */
+  private sendMessages(messages: readonly Message[]): void {
+    const machine = this.options.machine;
+    if (machine.portableSnapshot !== undefined && messages.some((m) => m.type === 'snapshot' && m.meta.index !== this.portableIndex)) {
+      const current = this.raft.currentSnapshot();
+      if (current !== null && current.meta.index !== this.portableIndex) {
+        const index = current.meta.index;
+        if (this.portableBuild?.index !== index) {
+          const build = machine.portableSnapshot(current.data);
+          if (build === null) this.portableIndex = index;
+          else {
+            this.portableBuild = { index, build };
+            this.options.env.endOfTurn(this.buildPortable);
+          }
+        }
+        if (this.portableIndex !== index) messages = messages.filter((m) => m.type !== 'snapshot' || m.meta.index !== index);
+      }
+    }
+    if (messages.length > 0) this.options.send(this.groupId, messages);
+  }
+
+  /** One step of the portable snapshot's build; abandoned once that snapshot is no longer the newest. */
+  private readonly buildPortable = (): void => {
+    const building = this.portableBuild;
+    if (building === null || this.stopped) return;
+    if (this.raft.currentSnapshot()?.meta.index !== building.index) {
+      this.portableBuild = null;
+      return;
+    }
+    let data: Uint8Array | null;
+    try {
+      data = building.build.step(PORTABLE_STEP_BUDGET);
+    } catch (error) {
+      this.portableBuild = null;
+      this.fatal(error);
+      return;
+    }
+    if (data === null) {
+      this.options.env.endOfTurn(this.buildPortable);
+      return;
+    }
+    this.portableBuild = null;
+    if (this.raft.replaceSnapshotData(building.index, data)) this.portableIndex = building.index;
+    this.kick();
+  };
 
   private onSoftState(state: SoftState): void {
     const wasLeader = this.softState.role === 'leader';
@@ -465,8 +546,11 @@ export class RaftGroup<R> {
     } else if (!machine.snapshotDue(this.options.storage.snapshotInterval)) {
       return;
     }
-    const snapshot = this.raft.compact(this.machineIndex, this.options.machine.snapshot());
+    const snapshot = this.raft.compact(this.machineIndex, machine.snapshot());
     if (snapshot === null) return;
+    if (machine.snapshotDurable !== undefined && !(await machine.snapshotDurable())) return;
+    if (this.stopped) return;
     await this.options.storage.saveLocalSnapshot(this.groupId, snapshot);
+    machine.snapshotSaved?.();
   }
 }

@@ -300,6 +300,16 @@ export class BrokerApi {
   // Publishing
 
   /** The target queues, or null when the exchange does not exist (on this node's copy). */
+  /**
+   * Proposes one published message to several queues. Every entry carries the same fan-out
+   * key, so a node stores the bytes once for all its replicas of these queues.
+   */
+  private proposeFanOut(targets: readonly string[], command: Command, stored: pb.Message.$Properties | Uint8Array): Promise<Array<{ queue: string; reply: Reply }>> {
+    const key = `${this.node.nodeId}/${this.node.env.uniqueId()}`;
+    const bytes = stored instanceof Uint8Array ? stored : pb.Message.encode(stored).finish();
+    return Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.router.proposeQueue(queue, command, bytes, key) })));
+  }
+
   private route(exchange: string, routingKey: string, headers: ReturnType<typeof headersFromWire>): readonly string[] | null {
     try {
       return route(this.node.topology, exchange, [routingKey], headers).queues;
@@ -377,7 +387,7 @@ export class BrokerApi {
     const replies =
       targets.length === 1
         ? [{ queue: targets[0]!, reply: await this.node.router.proposeQueue(targets[0]!, command, stored) }]
-        : await Promise.all(targets.map(async (queue) => ({ queue, reply: await this.node.router.proposeQueue(queue, command, stored) })));
+        : await this.proposeFanOut(targets, command, stored);
     let duplicates = 0;
     const committed: string[] = [];
     for (const { queue, reply } of replies) {

@@ -6,14 +6,19 @@
 import { quorumq } from '@quorumq/proto';
 import { DEFAULT_ARGUMENTS, stateHash, type Command } from '@quorumq/queue';
 import type { Entry } from '@quorumq/raft';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
 import { encodeJson } from '../src/json-codec.js';
 import { MetaMachine, type MetaReply } from '../src/meta-machine.js';
 import { ENTRY_SPAN, QueueReplica, forwardedEntryProblem, streamDeliveryOf } from '../src/queue-replica.js';
 import { ENTRY_CLOCK_BYTES, encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/log-format.js';
+import { TestStores } from './test-message-store.js';
 
 import pb = quorumq.v1;
+
+const stores = new TestStores();
+const store = await stores.open();
+afterAll(() => stores.closeAll());
 
 const entry = (index: number, data: Uint8Array): Entry => ({ index, term: 1, type: 'normal', data });
 const text = (value: string): Uint8Array => Buffer.from(value, 'utf8');
@@ -181,7 +186,7 @@ const BAD_QUEUE: ReadonlyArray<[string, Uint8Array]> = [
 
 describe('a queue replica applying entries it cannot apply', () => {
   it('answers each with an error reply and changes nothing', () => {
-    const replica = new QueueReplica('q', 'q/1/q', DEFAULT_ARGUMENTS, { onEffects: () => {} });
+    const replica = new QueueReplica('q', 'q/1/q', DEFAULT_ARGUMENTS, { onEffects: () => {} }, store);
     replica.apply(entry(1, encodeQueueBatch([enqueue(1), enqueue(2)], 500)), true);
     const before = stateHash(replica.state);
     const bodies = [...replica.bodies.keys()];
@@ -214,7 +219,7 @@ describe('a queue replica applying entries it cannot apply', () => {
   });
 
   it('hands out a stored message whose bytes do not decode as an empty one instead of failing the apply', () => {
-    const replica = new QueueReplica('q', 'q/1/q', DEFAULT_ARGUMENTS, { onEffects: () => {} });
+    const replica = new QueueReplica('q', 'q/1/q', DEFAULT_ARGUMENTS, { onEffects: () => {} }, store);
     const command: Command = { type: 'enqueue', sizeBytes: 3, exchange: '', routingKeys: ['q'] };
     expect(replica.apply(entry(1, encodeQueueEntry(command, UNDECODABLE_MESSAGE, 100)), true).reply.type).toBe('enqueued');
     let result: ReturnType<QueueReplica['apply']> | undefined;
@@ -243,7 +248,7 @@ describe('a queue replica applying entries it cannot apply', () => {
     const badPriority: EntryCommand = { command: { type: 'enqueue', sizeBytes: 3, exchange: '', routingKeys: ['q'], priority: 1000 }, message: enqueue(2).message };
     const batch = encodeQueueBatch([enqueue(1), badPriority, enqueue(3)], 5);
     expect(forwardedEntryProblem(batch)).toBeNull();
-    const replica = new QueueReplica('q', 'q/1/q', DEFAULT_ARGUMENTS, { onEffects: () => {} });
+    const replica = new QueueReplica('q', 'q/1/q', DEFAULT_ARGUMENTS, { onEffects: () => {} }, store);
     expect(replica.apply(entry(1, batch), true).batch?.map((r) => r.reply.type)).toEqual(['enqueued', 'error', 'enqueued']);
   });
 });

@@ -19,7 +19,9 @@ import {
   encodeQueueCommand,
   encodeQueueEntry,
   encodeQueueSnapshot,
+  encodeQueueSnapshotRefs,
   stampEntry,
+  type SnapshotRefs,
   type DecodedCommand,
   type EntryCommand,
 } from '../src/log-format.js';
@@ -330,5 +332,111 @@ describe('queue snapshots', () => {
     const restored = decodeQueueSnapshot(data);
     data.fill(0);
     expect(Buffer.from(restored.messages.get(1) ?? [])).toEqual(encodedMessage);
+  });
+});
+
+/** A decoded sint64 as a number (the generated code may hand a Long). */
+const asNumber = (value: number | { toNumber(): number }): number => (typeof value === 'number' ? value : value.toNumber());
+
+/** Running sums of deltas: the ids a snapshot's delta fields stand for. */
+const sums = (deltas: ReadonlyArray<number | { toNumber(): number }>): number[] => {
+  let value = 0;
+  return deltas.map((delta) => (value += asNumber(delta)));
+};
+
+/** Consecutive differences (the first from 0): what QueueSnapshot's delta fields hold. */
+const deltasOf = (values: readonly number[]): number[] => values.map((value, i) => value - (i === 0 ? 0 : values[i - 1]!));
+
+describe('local queue snapshots (references into the message store)', () => {
+  const storeId = '0123456789abcdef0123456789abcdef';
+  const machine = Buffer.from([9, 8, 7, 6, 5]);
+  const cases: ReadonlyArray<[string, SnapshotRefs]> = [
+    ['no messages', { storeId, messageIds: [], recordIds: [] }],
+    ['one message', { storeId, messageIds: [4096], recordIds: [1] }],
+    ['ids near 2^50', { storeId, messageIds: [2 ** 50 - 4096, 2 ** 50, 2 ** 50 + 4097], recordIds: [2 ** 50 - 1, 2 ** 50, 2 ** 50 + 1] }],
+    // Compaction keeps record ids, but a fan-out shares records put by another queue: not in id order.
+    ['record ids out of order', { storeId, messageIds: [4096, 4097, 8192, 8193, 12288], recordIds: [500, 3, 2 ** 40, 7, 0] }],
+    ['many', { storeId, messageIds: Array.from({ length: 5000 }, (_, i) => 4096 + i * 3), recordIds: Array.from({ length: 5000 }, (_, i) => (i * 7919) % 5003) }],
+  ];
+
+  it.each(cases)('round-trip: %s', (_what, refs) => {
+    const data = encodeQueueSnapshotRefs(machine, refs);
+    const ours = decodeQueueSnapshot(data);
+    expect(Buffer.from(ours.machine)).toEqual(machine);
+    expect(ours.messages.size).toBe(0);
+    expect(ours.refs).toEqual(refs);
+    // What the generated code reads in it.
+    const theirs = pb.QueueSnapshot.decode(data);
+    expect(Buffer.from(theirs.machine)).toEqual(machine);
+    expect(theirs.storeId).toBe(storeId);
+    expect(theirs.messages).toEqual([]);
+    expect(sums(theirs.messageIdDeltas)).toEqual(refs.messageIds);
+    expect(sums(theirs.recordIdDeltas)).toEqual(refs.recordIds);
+    // And what it writes for the same fields: the same bytes, read the same.
+    const generated = pb.QueueSnapshot.encode({ machine, storeId, messageIdDeltas: deltasOf(refs.messageIds), recordIdDeltas: deltasOf(refs.recordIds) }).finish();
+    expect(Buffer.from(data)).toEqual(Buffer.from(generated));
+    expect(decodeQueueSnapshot(generated).refs).toEqual(refs);
+  });
+
+  it('take a few bytes a message when ids grow with the log', () => {
+    const refs = cases[4]![1];
+    const data = encodeQueueSnapshotRefs(machine, refs);
+    expect(data.byteLength).toBeLessThan(machine.byteLength + 64 + 4 * refs.messageIds.length);
+  });
+
+  it('are told apart from the portable form, whose snapshots have no store id', () => {
+    const portable = decodeQueueSnapshot(encodeQueueSnapshot(machine, [[4096, encodedMessage]]));
+    expect(portable.refs).toBeNull();
+    expect([...portable.messages.keys()]).toEqual([4096]);
+  });
+
+  it('refuse lists of different lengths, and ids that sum to no safe non-negative integer', () => {
+    expect(() => encodeQueueSnapshotRefs(machine, { storeId, messageIds: [1, 2], recordIds: [1] })).toThrow(/2 message ids but 1 record ids/);
+    const uneven = pb.QueueSnapshot.encode({ machine, storeId, messageIdDeltas: [1, 1], recordIdDeltas: [5] }).finish();
+    expect(() => decodeQueueSnapshot(uneven)).toThrow(/2 message ids but 1 record ids/);
+    const negative = pb.QueueSnapshot.encode({ machine, storeId, messageIdDeltas: [4, -5], recordIdDeltas: [1, 1] }).finish();
+    expect(() => decodeQueueSnapshot(negative)).toThrow(/message id -1 at position 1/);
+  });
+});
+
+describe('the fan-out key of a message (QueueEntry.message_key)', () => {
+  const key = 'n1/6f1c2a4e-0b7d-4c55-9a3e-2f6d8c1b0e9a';
+
+  it('round-trips in a single entry, and is absent when not given', () => {
+    const data = encodeQueueEntry(enqueue, encodedMessage, 12, key);
+    for (const copy of [data, Buffer.from(data)]) {
+      const decoded = single(copy);
+      expect(decoded.key).toBe(key);
+      expect(decoded.command).toStrictEqual(enqueue);
+      expect(Buffer.from(decoded.message ?? [])).toEqual(encodedMessage);
+    }
+    expect(pb.QueueEntry.decode(data.subarray(ENTRY_CLOCK_BYTES)).messageKey).toBe(key);
+    expect(Buffer.from(data)).toEqual(generatedEntry(12, { message: encodedMessage, format: FORMAT_COMMAND, queueCommand: queueCommand(enqueue), messageKey: key }));
+    const without = encodeQueueEntry(enqueue, encodedMessage, 12);
+    expect(single(Buffer.from(without)).key).toBeNull();
+    expect(pb.QueueEntry.decode(without.subarray(ENTRY_CLOCK_BYTES)).messageKey).toBe('');
+  });
+
+  it('round-trips per element of a batch, with and without a key', () => {
+    const other = 'n2/ключ-🔑';
+    const commands: EntryCommand[] = [
+      { command: enqueue, message: encodedMessage, key },
+      { command: { type: 'tick' }, message: null },
+      { command: enqueue, message: encodedMessage },
+      { command: enqueue, message: encodedMessage, key: other },
+    ];
+    const data = encodeQueueBatch(commands, 5);
+    for (const copy of [data, Buffer.from(data)]) {
+      const decoded = decodeQueueEntry(copy);
+      expect(decoded.batch).toBe(true);
+      expect(decoded.commands.map((c) => c.key)).toEqual([key, null, null, other]);
+      expect(decoded.commands.map((c) => c.command.type)).toEqual(['enqueue', 'tick', 'enqueue', 'enqueue']);
+    }
+    expect(pb.QueueEntry.decode(data.subarray(ENTRY_CLOCK_BYTES)).batch.map((e) => e.messageKey)).toEqual([key, '', '', other]);
+  });
+
+  it('is refused beside a batch, as every other field is', () => {
+    const stray = generatedEntry(0, { format: FORMAT_COMMAND, batch: [{ queueCommand: { tick: {} } }], messageKey: key });
+    expect(() => decodeQueueEntry(stray)).toThrow(/other than its batch/);
   });
 });

@@ -8,12 +8,17 @@
 import { quorumq } from '@quorumq/proto';
 import { stateHash, type Command, type Effect, type QueueArguments } from '@quorumq/queue';
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
-import { ENTRY_CLOCK_BYTES, decodeQueueEntry, encodeQueueBatch, encodeQueueEntry } from '../src/log-format.js';
+import { ENTRY_CLOCK_BYTES, decodeQueueEntry, decodeQueueSnapshot, encodeQueueBatch, encodeQueueEntry, encodeQueueSnapshot } from '../src/log-format.js';
 import { QueueReplica } from '../src/queue-replica.js';
+import { portableOf, TestStores } from './test-message-store.js';
 
 import pb = quorumq.v1;
+
+const stores = new TestStores();
+const store = await stores.open();
+afterAll(() => stores.closeAll());
 
 interface FixtureEntry {
   readonly index: number;
@@ -56,7 +61,7 @@ function replay(
   replica?: QueueReplica,
 ): Run {
   let effects: Array<readonly Effect[]> = [];
-  const r = replica ?? new QueueReplica(name, `queue/${name}`, args, { onEffects: (_replica, e) => effects.push(e) });
+  const r = replica ?? new QueueReplica(name, `queue/${name}`, args, { onEffects: (_replica, e) => effects.push(e) }, store);
   const results: unknown[] = [];
   const allEffects: unknown[] = [];
   let snapshot: string | undefined;
@@ -64,9 +69,33 @@ function replay(
     effects = [];
     results.push(plain(r.apply({ index, term, type: 'normal', data: Buffer.from(data) }, true)));
     allEffects.push(plain(effects));
-    if (index === snapshotAt) snapshot = Buffer.from(r.snapshot()).toString('base64');
+    if (index === snapshotAt) snapshot = portableSnapshot(r);
   }
   return { replica: r, results, effects: allEffects, ...(snapshot === undefined ? {} : { snapshot }) };
+}
+
+/**
+ * A snapshot of `replica` now in the portable form (the one releases before the message store
+ * saved, and what a leader sends today): the local one it takes, expanded. It lists exactly
+ * the messages the machine holds, each with its bytes, as that version wrote them.
+ */
+function portableSnapshot(replica: QueueReplica): string {
+  const local = replica.snapshot();
+  expect(decodeQueueSnapshot(local).refs?.storeId).toBe(store.storeId);
+  const portable = decodeQueueSnapshot(portableOf(replica, local)!);
+  expect(portable.refs).toBeNull();
+  const live = [...portable.messages];
+  expect(live.map(([id]) => id)).toEqual(replica.state.messages.keys().sort((a, b) => a - b));
+  return Buffer.from(encodeQueueSnapshot(portable.machine, live)).toString('base64');
+}
+
+/**
+ * The ids of the messages the replica holds bytes for, among those its machine holds. (That
+ * version also kept, until its next sweep, the bytes of a message that left from the middle
+ * of the queue; a snapshot now drops those.)
+ */
+function heldBodies(replica: QueueReplica, ids: Iterable<number> = replica.bodies.keys()): number[] {
+  return [...ids].filter((id) => replica.state.messages.has(id));
 }
 
 /** A command as today's format reads it back: a null routing key of a move is written as none. */
@@ -102,8 +131,8 @@ describe.each(logs)('the old-format queue log %s', (name, log) => {
     expect(run.effects).toEqual(log.entries.map((e) => e.effects));
     expect(run.snapshot).toBe(log.snapshotAfter.snapshot);
     expect(stateHash(run.replica.state)).toBe(log.final.stateHash);
-    expect([...run.replica.bodies.keys()]).toEqual(log.final.bodies);
-    expect(Buffer.from(run.replica.snapshot()).toString('base64')).toBe(log.final.snapshot);
+    expect(heldBodies(run.replica)).toEqual(heldBodies(run.replica, log.final.bodies));
+    expect(portableSnapshot(run.replica)).toBe(log.final.snapshot);
   });
 
   it('written again in today\'s format, applies to the same result', () => {
@@ -116,18 +145,32 @@ describe.each(logs)('the old-format queue log %s', (name, log) => {
     expect(run.results).toEqual(log.entries.map((e) => e.result));
     expect(run.effects).toEqual(log.entries.map((e) => e.effects));
     expect(run.snapshot).toBe(log.snapshotAfter.snapshot);
-    expect([...run.replica.bodies.keys()]).toEqual(log.final.bodies);
+    expect(heldBodies(run.replica)).toEqual(heldBodies(run.replica, log.final.bodies));
     expect(stateHash(run.replica.state)).toBe(log.final.stateHash);
-    expect(Buffer.from(run.replica.snapshot()).toString('base64')).toBe(log.final.snapshot);
+    expect(portableSnapshot(run.replica)).toBe(log.final.snapshot);
   });
 
   it('its snapshot of that version restores, and the rest of the log applies after it', () => {
-    const replica = new QueueReplica(name, `queue/${name}`, log.args, { onEffects: () => {} });
-    replica.restore(bytes(log.snapshotAfter.snapshot));
+    const saved = bytes(log.snapshotAfter.snapshot);
+    // Written before the message store: the bodies inline, no references.
+    expect(decodeQueueSnapshot(saved).refs).toBeNull();
+    const replica = new QueueReplica(name, `queue/${name}`, log.args, { onEffects: () => {} }, store);
+    replica.restore(saved);
     expect(stateHash(replica.state)).toBe(log.snapshotAfter.stateHash);
+    // Its bodies moved into the store: read back, they are the snapshot's.
+    const inline = decodeQueueSnapshot(saved).messages;
+    expect([...replica.bodies.keys()]).toEqual([...inline.keys()]);
+    for (const [id, message] of inline) expect(Buffer.from(replica.encoded(id) ?? []), `message ${id}`).toEqual(Buffer.from(message));
+    // And the replica is due to replace it by a local snapshot as soon as it applied something.
+    expect(replica.snapshotDue(1)).toBe(false);
     const rest = old.filter((e) => e.index > log.snapshotAfter.index);
     const run = replay(name, log.args, rest, -1, replica);
     expect(run.results).toEqual(log.entries.filter((e) => e.index > log.snapshotAfter.index).map((e) => e.result));
     expect(stateHash(replica.state)).toBe(log.final.stateHash);
+    if (rest.length > 0) expect(replica.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(true);
+    // The bodies of the messages it holds (the replica that wrote the log kept some it had not swept yet).
+    const live = (ids: Iterable<number>): number[] => [...ids].filter((id) => replica.state.messages.has(id));
+    expect(live(replica.bodies.keys())).toEqual(live(log.final.bodies));
+    expect(portableSnapshot(replica)).toBe(log.final.snapshot);
   });
 });

@@ -1,12 +1,17 @@
 import { quorumq } from '@quorumq/proto';
 import { DEFAULT_ARGUMENTS, type Effect } from '@quorumq/queue';
 import type { Entry } from '@quorumq/raft';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
 import { ENTRY_SPAN, QueueReplica } from '../src/queue-replica.js';
 import { encodeQueueEntry } from '../src/log-format.js';
+import { TestStores } from './test-message-store.js';
 
 import pb = quorumq.v1;
+
+const stores = new TestStores();
+const store = await stores.open();
+afterAll(() => stores.closeAll());
 
 const entry = (index: number, data: Uint8Array): Entry => ({ index, term: 1, type: 'normal', data });
 
@@ -20,12 +25,18 @@ describe('reject-publish-dlx on a queue replica', () => {
     it(`keeps the refused message for its dead-letter (${strategy}), on leader and follower alike`, () => {
       const args = { ...DEFAULT_ARGUMENTS, maxLength: 1, overflow: 'reject-publish-dlx' as const, deadLetterExchange: 'dlx', deadLetterStrategy: strategy };
       const seen: Array<{ effect: Effect; body: string | undefined }> = [];
-      const leader: QueueReplica = new QueueReplica('q', 'q/1/q', args, {
-        onEffects: (r, effects) => {
-          for (const effect of effects) if (effect.type === 'deadLetter') seen.push({ effect, body: r.message(effect.messageId)?.body?.toString() });
+      const leader: QueueReplica = new QueueReplica(
+        'q',
+        'q/1/q',
+        args,
+        {
+          onEffects: (r, effects) => {
+            for (const effect of effects) if (effect.type === 'deadLetter') seen.push({ effect, body: r.message(effect.messageId)?.body?.toString() });
+          },
         },
-      });
-      const follower = new QueueReplica('q', 'q/1/q', args, { onEffects: () => {} });
+        store,
+      );
+      const follower = new QueueReplica('q', 'q/1/q', args, { onEffects: () => {} }, store);
       for (const r of [leader, follower]) {
         expect(r.apply(entry(1, publish('first')), r === leader).reply.type).toBe('enqueued');
         expect(r.apply(entry(2, publish('second')), r === leader).reply).toEqual({ type: 'rejected', reason: 'maxlen' });

@@ -1,20 +1,25 @@
 import { quorumq } from '@quorumq/proto';
 import { DEFAULT_ARGUMENTS, stateHash, type Command, type Effect } from '@quorumq/queue';
 import type { Entry } from '@quorumq/raft';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
-import { ENTRY_SPAN, QueueReplica } from '../src/queue-replica.js';
+import { ENTRY_SPAN, QueueReplica, SNAPSHOT_LOG_BYTES_PER_MESSAGE, type QueueReplicaOptions } from '../src/queue-replica.js';
 import { encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/log-format.js';
+import { portableOf, TestStores } from './test-message-store.js';
 
 import pb = quorumq.v1;
+
+const stores = new TestStores();
+const store = await stores.open();
+afterAll(() => stores.closeAll());
 
 const enqueue = (n: number): EntryCommand => ({
   command: { type: 'enqueue', sizeBytes: 4, exchange: '', routingKeys: ['q'] },
   message: Buffer.from(pb.Message.encode({ body: Buffer.from(`m-${n}`), routingKey: 'q' }).finish()),
 });
 
-function replica(effects: Effect[] = []): QueueReplica {
-  return new QueueReplica('q', 'queue/q', DEFAULT_ARGUMENTS, { onEffects: (_r, e) => effects.push(...e) });
+function replica(effects: Effect[] = [], options: QueueReplicaOptions = {}): QueueReplica {
+  return new QueueReplica('q', 'queue/q', DEFAULT_ARGUMENTS, { onEffects: (_r, e) => effects.push(...e) }, store, options);
 }
 
 const entry = (index: number, data: Uint8Array): Entry => ({ index, term: 1, type: 'normal', data });
@@ -47,34 +52,106 @@ describe('a queue replica applying batch entries', () => {
     follower.apply(entry(9, Buffer.from(data)), false);
     expect(stateHash(follower.state)).toBe(stateHash(leader.state));
     expect([...follower.bodies.keys()]).toEqual([...leader.bodies.keys()]);
-    // And a snapshot restores it.
+    // And a snapshot restores it (in the form a follower is sent).
     const restored = replica();
-    restored.restore(leader.snapshot());
+    restored.restore(portableOf(leader, leader.snapshot())!);
     expect(stateHash(restored.state)).toBe(stateHash(leader.state));
     expect(restored.message(9 * ENTRY_SPAN + 3)?.body?.toString()).toBe('m-3');
   });
 
-  it('is due for a snapshot once the log grew by snapshotInterval commands and twice the live bytes', () => {
+  /** Applies `data` at `index` (as a follower) and returns its size: how much the log grew. */
+  const logged = (r: QueueReplica, index: number, data: Uint8Array): number => {
+    r.apply(entry(index, data), false);
+    return data.byteLength;
+  };
+  const tick = (now = 0): Uint8Array => encodeQueueEntry({ type: 'tick' }, null, now);
+  const get = (): Uint8Array => encodeQueueEntry({ type: 'get', ackMode: 'auto' }, null, 0);
+
+  it(`is due for a snapshot once the log grew by snapshotInterval commands and ${SNAPSHOT_LOG_BYTES_PER_MESSAGE} bytes per live message`, () => {
     const r = replica();
-    r.apply(entry(1, encodeQueueBatch([kilobyte(1), kilobyte(2), kilobyte(3)], 0)), false);
-    // The log grew by about the live bytes once: not yet, however few commands are asked for.
+    let index = 1;
+    // 100 small messages: the log grew by far less than 128 bytes per live message.
+    let bytes = logged(r, index++, encodeQueueBatch(Array.from({ length: 100 }, (_, i) => enqueue(i)), 0));
+    let commands = 100;
+    expect(r.state.messages.size).toBe(100);
+    const needed = SNAPSHOT_LOG_BYTES_PER_MESSAGE * 100;
+    expect(bytes).toBeLessThan(needed);
+    // Not yet, however few commands are asked for.
     expect(r.snapshotDue(1)).toBe(false);
-    r.apply(entry(2, encodeQueueEntry(kilobyte(4).command, kilobyte(4).message, 0)), false);
-    expect(r.snapshotDue(1)).toBe(false);
-    // Purging empties the queue: nothing live, so the log has grown by more than twice that.
-    r.apply(entry(3, encodeQueueBatch(Array.from({ length: 10 }, () => ({ command: { type: 'purge' } as Command, message: null })), 0)), false);
-    r.sweep();
-    expect(r.bodyBytes).toBe(0);
-    expect(r.snapshotDue(14)).toBe(true);
-    expect(r.snapshotDue(15)).toBe(false);
+    // Small commands that leave the messages live: due exactly once the log grew by `needed` bytes.
+    let flipped = false;
+    while (!flipped) {
+      const before = bytes;
+      bytes += logged(r, index++, tick());
+      commands += 1;
+      flipped = r.snapshotDue(1);
+      if (flipped) expect(before).toBeLessThan(needed);
+      expect(flipped, `after ${bytes} bytes of log`).toBe(bytes >= needed);
+    }
+    // ... and by snapshotInterval commands (the 100 in the batch count one each).
+    expect(r.snapshotDue(commands)).toBe(true);
+    expect(r.snapshotDue(commands + 1)).toBe(false);
+
     const snapshot = r.snapshot();
+    const atSnapshot = stateHash(r.state);
     expect(r.snapshotDue(1)).toBe(false);
-    // Small commands (acks, purges) grow the log little: a queue being drained is not snapshotted over and over.
-    r.apply(entry(4, encodeQueueBatch([kilobyte(5), kilobyte(6)], 0)), false);
-    r.apply(entry(5, encodeQueueBatch(Array.from({ length: 20 }, () => ({ command: { type: 'credit', consumerId: 'c', prefetch: 1 } as Command, message: null })), 0)), false);
+    // A queue being drained (small commands, many messages still live) is not snapshotted over and over.
+    let drained = 0;
+    for (let i = 0; i < 50; i++) drained += logged(r, index++, get());
+    expect(r.state.messages.size).toBe(50);
+    expect(drained).toBeLessThan(SNAPSHOT_LOG_BYTES_PER_MESSAGE * 50);
     expect(r.snapshotDue(1)).toBe(false);
+    // Purging empties the queue: nothing live, so the commands alone decide.
+    logged(r, index++, encodeQueueEntry({ type: 'purge' }, null, 0));
+    r.sweep();
+    expect(r.bodies.bytes).toBe(0);
+    expect(r.bodies.size).toBe(0);
+    expect(r.snapshotDue(51)).toBe(true);
+    expect(r.snapshotDue(52)).toBe(false);
+
+    // A restored local snapshot starts the count again.
     r.restore(snapshot);
+    expect(stateHash(r.state)).toBe(atSnapshot);
     expect(r.snapshotDue(1)).toBe(false);
+  });
+
+  it('waits for snapshotLogBytesMin bytes of log even when few messages are live', () => {
+    const min = 4000;
+    const r = replica([], { snapshotLogBytesMin: min });
+    let index = 1;
+    let bytes = logged(r, index++, encodeQueueBatch([kilobyte(1), kilobyte(2)], 0));
+    expect(bytes).toBeGreaterThanOrEqual(SNAPSHOT_LOG_BYTES_PER_MESSAGE * 2); // what the live messages alone ask for
+    expect(bytes).toBeLessThan(min);
+    expect(r.snapshotDue(1)).toBe(false);
+    let seenNotDue = 0;
+    while (!r.snapshotDue(1)) {
+      seenNotDue++;
+      expect(bytes).toBeLessThan(min);
+      bytes += logged(r, index++, tick());
+    }
+    expect(seenNotDue).toBeGreaterThan(1);
+    expect(bytes).toBeGreaterThanOrEqual(min);
+    expect(bytes - tick().byteLength).toBeLessThan(min);
+    // Without the option the same replica would have been due at once.
+    const plain = replica();
+    logged(plain, 1, encodeQueueBatch([kilobyte(1), kilobyte(2)], 0));
+    expect(plain.snapshotDue(1)).toBe(true);
+  });
+
+  it('is due as soon as one command was applied after restoring a portable snapshot (to replace it by a local one)', () => {
+    const leader = replica();
+    leader.apply(entry(1, encodeQueueBatch(Array.from({ length: 10 }, (_, i) => kilobyte(i)), 0)), true);
+    const portable = portableOf(leader, leader.snapshot())!;
+    const follower = replica();
+    follower.restore(portable);
+    expect(stateHash(follower.state)).toBe(stateHash(leader.state));
+    expect(follower.snapshotDue(1)).toBe(false);
+    follower.apply(entry(2, tick()), false);
+    // One small command, far below the interval and the bytes per live message.
+    expect(follower.snapshotDue(1_000_000)).toBe(true);
+    follower.snapshot();
+    follower.apply(entry(3, tick()), false);
+    expect(follower.snapshotDue(1)).toBe(false);
   });
 
   it('replies with an error to a malformed entry and keeps its state', () => {

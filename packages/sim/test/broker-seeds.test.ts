@@ -50,6 +50,9 @@ describe('bugs planted in the broker are caught', { timeout: 300_000 }, () => {
     ['confirmDeadLetterBeforeTarget', ['ConfirmedNotLost']],
     // Glue: the move worker confirms to the source before the destination committed.
     ['confirmMoveBeforeTarget', ['ConfirmedNotLost']],
+    // Glue: a queue snapshot saved before the message store made the bytes it references
+    // durable (a crash then loses bodies the WAL no longer holds).
+    ['snapshotBeforeBodiesDurable', ['ConfirmedNotLost']],
     ['ackBeforeFsync', ['ConfirmedNotLost', 'ReplicasAgree', 'StateMachineSafety', 'LogMatching']],
     ['voteWithoutLogCheck', ['ConfirmedNotLost', 'ReplicasAgree', 'StateMachineSafety', 'LogMatching']],
   ];

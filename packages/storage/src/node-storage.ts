@@ -187,6 +187,12 @@ export class NodeStorage {
     return { hardState: group.hardState, snapshot: group.snapshot, entries: group.entries.slice() };
   }
 
+  /** The group's saved snapshot (taken here or installed from a leader), or null. Changes nothing. */
+  savedSnapshot(groupId: string): Snapshot | null {
+    const group = this.groupStates.get(groupId);
+    return group === undefined || !group.member ? null : group.snapshot;
+  }
+
   /**
    * Makes a Ready's hard state, entries and snapshot durable; resolves once all of it is.
    * A snapshot means "installed from the leader": the log restarts after it.

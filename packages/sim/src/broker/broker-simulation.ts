@@ -12,7 +12,7 @@ import { BrokerNode, DEFAULTS, NodeMetrics, type LocalQueue, type NodeConfig, ty
 import { quorumq } from '@quorumq/proto';
 import { stateHash, type Command } from '@quorumq/queue';
 import { createRandom, type NodeId, type PlantedBug, type Random } from '@quorumq/raft';
-import { NodeStorage } from '@quorumq/storage';
+import { MessageStore, NodeStorage } from '@quorumq/storage';
 import { pino } from 'pino';
 
 import { SafetyChecker, SafetyViolation, type Property } from '../checker.js';
@@ -26,8 +26,16 @@ import { SimPeerLink, type SimCluster } from './sim-peer-link.js';
 import pb = quorumq.v1;
 
 /** Bugs planted to prove the broker simulation catches them. */
-export type BrokerSimBug = PlantedBug | 'ackBeforeFsync' | 'confirmDeadLetterBeforeTarget' | 'confirmMoveBeforeTarget';
-export const BROKER_SIM_BUGS: readonly BrokerSimBug[] = ['commitPreviousTermByCount', 'voteWithoutLogCheck', 'ackBeforeFsync', 'confirmDeadLetterBeforeTarget', 'confirmMoveBeforeTarget'];
+export type BrokerSimBug = PlantedBug | 'ackBeforeFsync' | 'confirmDeadLetterBeforeTarget' | 'confirmMoveBeforeTarget' | 'snapshotBeforeBodiesDurable';
+export const BROKER_SIM_BUGS: readonly BrokerSimBug[] = [
+  'commitPreviousTermByCount',
+  'voteWithoutLogCheck',
+  'ackBeforeFsync',
+  'confirmDeadLetterBeforeTarget',
+  'confirmMoveBeforeTarget',
+  'snapshotBeforeBodiesDurable',
+];
+const NODE_BUGS: ReadonlySet<BrokerSimBug> = new Set(['ackBeforeFsync', 'confirmDeadLetterBeforeTarget', 'confirmMoveBeforeTarget', 'snapshotBeforeBodiesDurable']);
 
 export interface BrokerSimOptions {
   readonly seed: number;
@@ -198,6 +206,7 @@ export class BrokerSimulation implements SimCluster {
       electionTicks: 10,
       heartbeatTicks: 1,
       snapshotInterval: 32,
+      snapshotLogBytesMin: 1024,
       requestTimeoutMs: 1500,
       clusterSecret: 'sim',
       testOnlyConfirmBeforeCommit: false,
@@ -211,21 +220,37 @@ export class BrokerSimulation implements SimCluster {
     const alive = (): boolean => this.incarnation.get(id) === incarnation && this.nodes.get(id) !== 'down';
     const config = this.config(id);
     const env = simEnv(this.scheduler, id, createRandom(this.random.nextInt(0x7fffffff)), alive);
-    NodeStorage.open({
-      dir: `/${id}`,
-      fs: this.disk.fsOf(id),
-      kv: this.disk.kvOf(id),
-      snapshotInterval: config.snapshotInterval,
-      segmentBytesMax: 64 * 1024,
-      scheduleFlush: (flush) => this.scheduler.after(0, `walFlush ${id}`, () => alive() && flush()),
-      logger: { warn: () => {} },
-    }).then(
-      (storage) => {
+    // A new store's id, from the node and its incarnation (no draw from the simulation's randomness).
+    const storeId = Buffer.from(`${id}:${incarnation}`).toString('hex').padStart(32, '0').slice(-32);
+    Promise.all([
+      NodeStorage.open({
+        dir: `/${id}`,
+        fs: this.disk.fsOf(id),
+        kv: this.disk.kvOf(id),
+        snapshotInterval: config.snapshotInterval,
+        segmentBytesMax: 64 * 1024,
+        scheduleFlush: (flush) => this.scheduler.after(0, `walFlush ${id}`, () => alive() && flush()),
+        logger: { warn: () => {} },
+      }),
+      // Small segments and cache, so that compaction, reclaiming and disk reads happen.
+      MessageStore.open({
+        dir: `/${id}/messages`,
+        fs: this.disk.fsOf(id),
+        segmentBytes: 16 * 1024,
+        readAheadBytes: 4096,
+        cacheBytes: 8 * 1024,
+        scheduleFlush: (run) => this.scheduler.after(0, `storeFlush ${id}`, () => alive() && run()),
+        logger: { warn: () => {} },
+        newStoreId: () => storeId,
+      }),
+    ]).then(
+      ([storage, messageStore]) => {
         if (!alive()) return;
         const node = BrokerNode.create({
           config,
           env,
           storage,
+          messageStore,
           link: new SimPeerLink(id, this, alive),
           logger: pino({ level: 'silent' }),
           metrics: new NodeMetrics(100, false),
@@ -237,13 +262,14 @@ export class BrokerSimulation implements SimCluster {
               applying: (entry) => this.outcome.guard(() => this.checker(groupId).observeApplied(id, entry)),
             },
             testOnlyBugs: {
-              raft: new Set([...this.bugs].filter((b): b is PlantedBug => b !== 'ackBeforeFsync' && b !== 'confirmDeadLetterBeforeTarget' && b !== 'confirmMoveBeforeTarget')),
+              raft: new Set([...this.bugs].filter((b): b is PlantedBug => !NODE_BUGS.has(b))),
               ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
             },
           }),
           testOnlyBugs: {
             deadLetter: { confirmBeforeTargets: this.bugs.has('confirmDeadLetterBeforeTarget') },
             move: { confirmBeforeTarget: this.bugs.has('confirmMoveBeforeTarget') },
+            replica: { snapshotBeforeBodiesDurable: this.bugs.has('snapshotBeforeBodiesDurable') },
           },
         });
         this.nodes.set(id, node);
@@ -601,7 +627,9 @@ export class BrokerSimulation implements SimCluster {
   private describe(): string {
     const queues = QUEUES.map((queue) => {
       const leader = this.leaderOf(queue);
-      return `${queue}: ${leader === null ? 'no leader' : `${leader.node.nodeId} leads, ${leader.local.replica.state.messages.size} messages`}`;
+      if (leader === null) return `${queue}: no leader`;
+      const applied = NODES.map((id) => `${id} ${this.live(id)?.queues.get(queue)?.group.appliedIndex ?? '-'}`).join(', ');
+      return `${queue}: ${leader.node.nodeId} leads, ${leader.local.replica.state.messages.size} messages, commit ${leader.local.group.status().commitIndex}, applied ${applied}`;
     });
     const inFlight = [...this.published.values()].filter((p) => p.inFlight).length;
     return `${queues.join('; ')}; ${inFlight} publishes in flight; setup ${this.setupDone ? 'done' : 'not done'}`;

@@ -1,0 +1,151 @@
+/**
+ * One queue replica's message bytes, kept in the node's message store: a handle per live
+ * message id, in id order (ids grow with the log, so insertion order is id order). The
+ * replica keeps 8-16 bytes per message here; the bytes are read back from the store when a
+ * message is delivered, got, dead-lettered, moved, or sent in a portable snapshot.
+ *
+ * Snapshots hold references (record ids), so a record must outlive its message while a
+ * snapshot that lists it can still be read:
+ * - the latest snapshot taken (a leader expands it into a portable one for a follower that
+ *   needs it, see QueueReplica.portableSnapshot), and
+ * - the snapshot saved on disk (a restart adopts its records), which is the one before
+ *   until the new one's save completes.
+ * So a message that leaves after a snapshot listed it is *pinned* (its record kept) until
+ * the next snapshot is saved. Only ids below `pinBelow` can be listed: a message applied
+ * after the snapshot has a larger id.
+ */
+import type { BodyHandle, MessageStoreApi } from '@quorumq/storage';
+
+export class ReplicaBodies {
+  private readonly live = new Map<number, BodyHandle>();
+  /** Left after the latest snapshot listed them: readable until the next snapshot is saved. */
+  private pinned = new Map<number, BodyHandle>();
+  /** Listed by the snapshot being replaced on disk: released once its successor is saved. */
+  private releasing: BodyHandle[] = [];
+  /** Ids below this may be listed by the latest snapshot. */
+  private pinBelow = 0;
+  /** Sum of the live messages' byte lengths. */
+  bytes = 0;
+  /** Sum of the pinned messages' byte lengths: disk kept only for the latest snapshot. */
+  pinnedBytes = 0;
+
+  constructor(readonly store: MessageStoreApi) {}
+
+  get size(): number {
+    return this.live.size;
+  }
+
+  keys(): IterableIterator<number> {
+    return this.live.keys();
+  }
+
+  has(id: number): boolean {
+    return this.live.has(id);
+  }
+
+  /** Stores a message's bytes (copied) under `id`; a `key` shares the record of a fan-out. */
+  put(id: number, bytes: Uint8Array, key?: string): void {
+    const handle = this.store.put(bytes, key);
+    const previous = this.live.get(id);
+    if (previous !== undefined) this.drop(id, previous);
+    this.live.set(id, handle);
+    this.bytes += this.store.size(handle);
+  }
+
+  /** Takes over a handle the caller holds a reference to (a record adopted at startup). */
+  adopt(id: number, handle: BodyHandle): void {
+    this.live.set(id, handle);
+    this.bytes += this.store.size(handle);
+  }
+
+  /** A live or pinned message's bytes; undefined when it has none or they cannot be read. */
+  read(id: number): Uint8Array | undefined {
+    const handle = this.live.get(id) ?? this.pinned.get(id);
+    return handle === undefined ? undefined : this.store.read(handle);
+  }
+
+  /** The message left the queue. */
+  delete(id: number): void {
+    const handle = this.live.get(id);
+    if (handle === undefined) return;
+    this.live.delete(id);
+    this.drop(id, handle);
+  }
+
+  private drop(id: number, handle: BodyHandle): void {
+    const size = this.store.size(handle);
+    this.bytes -= size;
+    if (id < this.pinBelow) {
+      this.pinned.set(id, handle);
+      this.pinnedBytes += size;
+    } else {
+      this.store.release(handle);
+    }
+  }
+
+  /**
+   * Deletes the messages `has` no longer holds: those at the front at once (cheap when the
+   * queue is consumed in order), and all of them once more than half are gone.
+   */
+  sweep(has: (id: number) => boolean, remaining: number): void {
+    if (this.live.size <= remaining) return;
+    for (const id of this.live.keys()) {
+      if (has(id)) break;
+      this.delete(id);
+    }
+    if (this.live.size > 2 * remaining + 1024) {
+      for (const id of this.live.keys()) if (!has(id)) this.delete(id);
+    }
+  }
+
+  /**
+   * A snapshot listing the live messages (those `has` holds) is taken now: deletes the
+   * others, returns the ids and record ids of these (in id order), and pins from now on
+   * what leaves among them.
+   */
+  snapshotTaken(has: (id: number) => boolean): { messageIds: number[]; recordIds: number[] } {
+    for (const id of this.live.keys()) if (!has(id)) this.delete(id);
+    const messageIds = new Array<number>(this.live.size);
+    const recordIds = new Array<number>(this.live.size);
+    let i = 0;
+    let last = -1;
+    for (const [id, handle] of this.live) {
+      messageIds[i] = id;
+      recordIds[i++] = this.store.recordId(handle);
+      last = id;
+    }
+    for (const handle of this.pinned.values()) this.releasing.push(handle);
+    this.pinned = new Map();
+    this.pinnedBytes = 0;
+    this.pinBelow = last + 1;
+    return { messageIds, recordIds };
+  }
+
+  /** The snapshot last taken is durable: what only its predecessor listed is released. */
+  snapshotSaved(): void {
+    const releasing = this.releasing;
+    this.releasing = [];
+    for (const handle of releasing) this.store.release(handle);
+  }
+
+  /**
+   * Restored from a local snapshot listing these ids: what leaves among them is pinned
+   * (the snapshot on disk lists it until the next one is saved).
+   */
+  restoredFromRefs(messageIds: readonly number[]): void {
+    this.pinBelow = messageIds.length === 0 ? 0 : messageIds[messageIds.length - 1]! + 1;
+  }
+
+  /** Releases every record (the replica is replaced by a portable snapshot, or deleted). */
+  clear(): void {
+    for (const handle of this.live.values()) this.store.release(handle);
+    for (const handle of this.pinned.values()) this.store.release(handle);
+    for (const handle of this.releasing) this.store.release(handle);
+    this.live.clear();
+    this.pinned = new Map();
+    this.pinnedBytes = 0;
+    this.releasing = [];
+    this.pinBelow = 0;
+    this.bytes = 0;
+  }
+}

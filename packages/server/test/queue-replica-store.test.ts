@@ -1,0 +1,293 @@
+/**
+ * A queue replica keeping its messages' bytes in the node's message store: local snapshots of
+ * references (small; restored after a restart through AdoptedBodies), their portable
+ * expansion for a follower on another node, fan-out sharing, release on close, and a snapshot
+ * referencing another node's store. Real stores on temporary directories.
+ */
+import { quorumq } from '@quorumq/proto';
+import { DEFAULT_ARGUMENTS, stateHash, type Command, type Effect } from '@quorumq/queue';
+import type { Entry } from '@quorumq/raft';
+import type { MessageStore } from '@quorumq/storage';
+import type { Logger } from 'pino';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+
+import { AdoptedBodies } from '../src/adopted-bodies.js';
+import { decodeQueueSnapshot, encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/log-format.js';
+import { ENTRY_SPAN, QueueReplica, type QueueReplicaOptions } from '../src/queue-replica.js';
+import { portableOf, TestStores } from './test-message-store.js';
+
+import pb = quorumq.v1;
+
+const stores = new TestStores();
+afterAll(() => stores.closeAll());
+
+const GROUP = 'q/1/orders';
+const entry = (index: number, data: Uint8Array): Entry => ({ index, term: 1, type: 'normal', data });
+
+/** An encoded message of `bytes` body bytes, distinct per `n`. */
+function encoded(n: number, bytes = 1024): Buffer {
+  const body = Buffer.alloc(bytes);
+  for (let i = 0; i < bytes; i++) body[i] = (n * 131 + i * 7) & 0xff;
+  return Buffer.from(pb.Message.encode({ body, routingKey: 'orders', headers: { n: { intValue: n } } }).finish());
+}
+
+const enqueue = (n: number, bytes = 1024, key?: string): EntryCommand => ({
+  command: { type: 'enqueue', sizeBytes: bytes, exchange: '', routingKeys: ['orders'] },
+  message: encoded(n, bytes),
+  ...(key === undefined ? {} : { key }),
+});
+const get: Command = { type: 'get', ackMode: 'auto' };
+const tick: Command = { type: 'tick' };
+
+function replica(store: MessageStore, options: QueueReplicaOptions = {}, effects: Effect[] = []): QueueReplica {
+  return new QueueReplica('orders', GROUP, DEFAULT_ARGUMENTS, { onEffects: (_r, e) => effects.push(...e) }, store, options);
+}
+
+/** Applies `count` enqueues of `bytes`-byte bodies in batches of 100 from entry `firstIndex`; returns the next index. */
+function fill(r: QueueReplica, count: number, bytes = 1024, firstIndex = 1): number {
+  let index = firstIndex;
+  for (let done = 0; done < count; index++) {
+    const batch = Array.from({ length: Math.min(100, count - done) }, (_, i) => enqueue(done + i, bytes));
+    const result = r.apply(entry(index, encodeQueueBatch(batch, 1000)), false);
+    expect(result.batch?.every((b) => b.reply.type === 'enqueued')).toBe(true);
+    done += batch.length;
+  }
+  return index;
+}
+
+/** Every stored message's bytes, by id. */
+function bodiesOf(r: QueueReplica): Map<number, Buffer> {
+  const out = new Map<number, Buffer>();
+  for (const id of r.bodies.keys()) {
+    const bytes = r.encoded(id);
+    if (bytes === undefined) throw new Error(`message ${id} cannot be read`);
+    out.set(id, Buffer.from(bytes));
+  }
+  return out;
+}
+
+function expectSameBodies(actual: Map<number, Buffer>, expected: Map<number, Buffer>): void {
+  expect([...actual.keys()]).toEqual([...expected.keys()]);
+  for (const [id, bytes] of expected) if (!actual.get(id)?.equals(bytes)) throw new Error(`message ${id}: different bytes`);
+}
+
+const silentLogger = (): { logger: Logger; error: ReturnType<typeof vi.fn> } => {
+  const error = vi.fn();
+  return { logger: { error, warn: vi.fn(), info: vi.fn(), debug: vi.fn() } as unknown as Logger, error };
+};
+
+/** What NodeStorage gives AdoptedBodies: one group with one saved snapshot. */
+const savedStorage = (data: Uint8Array, index: number, groupId = GROUP) => ({
+  groups: () => [groupId],
+  savedSnapshot: (id: string) => (id === groupId ? { meta: { index, term: 1, config: { voters: ['n1'], learners: [] } }, data } : null),
+});
+
+describe('a queue replica on the message store', () => {
+  it('takes a local snapshot of references, a few bytes a message, that restores after the store is closed and reopened', async () => {
+    const { store, dir } = await stores.openWith();
+    const r = replica(store);
+    let index = fill(r, 1000, 1024);
+    expect(r.bodies.size).toBe(1000);
+    expect(r.bodies.bytes).toBeGreaterThan(1000 * 1024);
+    expect(store.stats().liveRecords).toBe(1000);
+
+    const local = r.snapshot();
+    const decoded = decodeQueueSnapshot(local);
+    expect(decoded.refs?.storeId).toBe(store.storeId);
+    expect(decoded.refs?.messageIds).toEqual([...r.bodies.keys()]);
+    expect(decoded.messages.size).toBe(0);
+    // References, not bytes: the machine's own snapshot plus a few bytes a message (1 MiB of bodies).
+    expect(local.byteLength).toBeLessThan(20 * 1000);
+    expect(local.byteLength - decoded.machine.byteLength).toBeLessThan(5 * 1000);
+    expect(await r.snapshotDurable()).toBe(true);
+    r.snapshotSaved();
+    const hash = stateHash(r.state);
+    const bodies = bodiesOf(r);
+
+    // Applied after the snapshot: in no saved snapshot, so gone after the restart (the WAL has it).
+    r.apply(entry(index++, encodeQueueEntry(enqueue(5000).command, enqueue(5000).message, 2000)), false);
+    expect(store.stats().liveRecords).toBe(1001);
+    await store.sync();
+    await stores.close(store);
+
+    const reopened = await stores.open({ dir, recovered: false });
+    expect(reopened.storeId).toBe(store.storeId);
+    const { logger, error } = silentLogger();
+    const adopted = AdoptedBodies.collect(reopened, savedStorage(local, index - 2), logger);
+    expect(error).not.toHaveBeenCalled();
+    expect(reopened.stats().liveRecords).toBe(1000);
+
+    const lost = vi.fn();
+    const restored = replica(reopened, { adopted, onLostBodies: lost });
+    restored.restore(local);
+    expect(lost).not.toHaveBeenCalled();
+    expect(stateHash(restored.state)).toBe(hash);
+    expectSameBodies(bodiesOf(restored), bodies);
+    expect(restored.message(ENTRY_SPAN + 7)?.headers?.n?.intValue).toBe(7);
+    // Each record adopted once, for this replica.
+    expect(reopened.stats().liveRecords).toBe(1000);
+    expect(adopted.take(GROUP)).toBeNull();
+    // A restored local snapshot is not replaced at once.
+    expect(restored.snapshotDue(1)).toBe(false);
+    restored.close();
+    expect(reopened.stats().liveRecords).toBe(0);
+  });
+
+  it("expands a local snapshot into a portable one that restores on another node's store, which replaces it soon", async () => {
+    const store = await stores.open();
+    const other = await stores.open();
+    expect(other.storeId).not.toBe(store.storeId);
+    const r = replica(store);
+    fill(r, 300, 200);
+    const local = r.snapshot();
+    const portable = portableOf(r, local, 64)!;
+    expect(portable).not.toBeNull();
+    const decoded = decodeQueueSnapshot(portable);
+    expect(decoded.refs).toBeNull();
+    expect(decoded.messages.size).toBe(300);
+    // Already portable: nothing to expand.
+    expect(r.portableSnapshot(portable)).toBeNull();
+
+    const lost = vi.fn();
+    const follower = replica(other, { onLostBodies: lost });
+    follower.restore(portable);
+    expect(lost).not.toHaveBeenCalled();
+    expect(stateHash(follower.state)).toBe(stateHash(r.state));
+    expectSameBodies(bodiesOf(follower), bodiesOf(r));
+    expect(other.stats().liveRecords).toBe(300);
+    expect(portableOf(follower, portable)).toBeNull();
+    // Replaced by a local snapshot after the next command, not before.
+    expect(follower.snapshotDue(1024)).toBe(false);
+    follower.apply(entry(100, encodeQueueEntry(tick, null, 3000)), false);
+    expect(follower.snapshotDue(1024)).toBe(true);
+    const replacement = decodeQueueSnapshot(follower.snapshot());
+    expect(replacement.refs?.storeId).toBe(other.storeId);
+    expect(replacement.refs?.messageIds).toEqual([...decoded.messages.keys()]);
+  });
+
+  it('keeps in the portable expansion the messages acked after the snapshot was taken, even mid-build', async () => {
+    const store = await stores.open();
+    const r = replica(store);
+    let index = fill(r, 20, 100);
+    const before = bodiesOf(r);
+    const local = r.snapshot();
+    // Ten leave before the expansion starts, the rest while it is built (a few messages a step).
+    for (let i = 0; i < 10; i++) expect(r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true).reply.type).toBe('message');
+    r.sweep();
+    expect(r.bodies.size).toBe(10);
+    const lost = vi.fn();
+    const expanded = portableOf(r, local, 3, () => {
+      for (let i = 0; i < 3 && r.state.messages.size > 0; i++) r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+      r.sweep();
+    });
+    expect(r.state.messages.size).toBe(0);
+    expect(lost).not.toHaveBeenCalled();
+    const messages = decodeQueueSnapshot(expanded!).messages;
+    expect([...messages.keys()]).toEqual([...before.keys()]);
+    for (const [id, bytes] of before) expect(Buffer.from(messages.get(id)!).equals(bytes), `message ${id}`).toBe(true);
+    // Gone once the next snapshot (which lists none of them) is saved.
+    expect(store.stats().liveRecords).toBe(20);
+    r.snapshot();
+    expect(await r.snapshotDurable()).toBe(true);
+    r.snapshotSaved();
+    expect(store.stats().liveRecords).toBe(0);
+  });
+
+  it('lists in a snapshot only the messages the queue still holds', async () => {
+    const store = await stores.open();
+    const effects: Effect[] = [];
+    const r = replica(store, {}, effects);
+    let index = fill(r, 5, 10);
+    r.apply(entry(index++, encodeQueueEntry({ type: 'subscribe', consumerId: 'c', prefetch: 10 }, null, 2000)), true);
+    // Ack the third message only: it leaves from the middle of the queue.
+    const third = ENTRY_SPAN + 2;
+    const delivered = effects.find((e) => e.type === 'deliver' && e.messageId === third);
+    if (delivered?.type !== 'deliver') throw new Error('the third message was not delivered');
+    expect(r.apply(entry(index++, encodeQueueEntry({ type: 'ack', consumerId: 'c', deliveryTag: delivered.deliveryTag }, null, 2000)), true).reply.type).toBe('ok');
+    expect(r.state.messages.has(third)).toBe(false);
+    expect(r.state.messages.size).toBe(4);
+    const refs = decodeQueueSnapshot(r.snapshot()).refs!;
+    expect(refs.messageIds).toEqual(r.state.messages.keys().sort((a, b) => a - b));
+    expect(refs.messageIds).not.toContain(third);
+  });
+
+  it('shares one record between the replicas a fan-out reaches on the node, each releasing its reference', async () => {
+    const store = await stores.open();
+    const a = replica(store);
+    const b = new QueueReplica('audit', 'q/1/audit', DEFAULT_ARGUMENTS, { onEffects: () => {} }, store);
+    const key = 'n1/4f6c0b36-8a53-4e0c-9f0c-2d3b8d1c8e11';
+    const message = enqueue(42, 512, key);
+    const data = encodeQueueEntry(message.command, message.message, 1000, key);
+    a.apply(entry(1, data), false);
+    b.apply(entry(7, Buffer.from(data)), false); // its own log: another index, a copy of the bytes
+    expect(store.stats().liveRecords).toBe(1);
+    // The same message in a batch entry of a third replica, with the same key.
+    const c = new QueueReplica('mirror', 'q/1/mirror', DEFAULT_ARGUMENTS, { onEffects: () => {} }, store);
+    c.apply(entry(3, encodeQueueBatch([enqueue(1, 64), message], 1000)), false);
+    expect(store.stats().liveRecords).toBe(2); // the first element has no key
+    c.close();
+    expect(store.stats().liveRecords).toBe(1);
+
+    // Acked on a: still readable on b.
+    expect(a.apply(entry(2, encodeQueueEntry(get, null, 2000)), true).stored?.headers?.n?.intValue).toBe(42);
+    a.sweep();
+    expect(a.bodies.size).toBe(0);
+    expect(b.message(7 * ENTRY_SPAN)?.headers?.n?.intValue).toBe(42);
+    expect(Buffer.from(b.encoded(7 * ENTRY_SPAN)!).equals(message.message as Buffer)).toBe(true);
+    expect(store.stats().liveRecords).toBe(1);
+    b.apply(entry(8, encodeQueueEntry(get, null, 2000)), true);
+    b.sweep();
+    expect(store.stats().liveRecords).toBe(0);
+
+    // Without a key, each replica has its own record.
+    const unkeyed = encodeQueueEntry(message.command, message.message, 1000);
+    a.apply(entry(3, unkeyed), false);
+    b.apply(entry(9, unkeyed), false);
+    expect(store.stats().liveRecords).toBe(2);
+  });
+
+  it('releases its records on close(), pinned ones included', async () => {
+    const store = await stores.open();
+    const r = replica(store);
+    let index = fill(r, 50, 64);
+    r.snapshot();
+    for (let i = 0; i < 20; i++) r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+    r.sweep();
+    expect(r.bodies.size).toBe(30);
+    expect(store.stats().liveRecords).toBe(50); // 20 pinned by the snapshot
+    r.close();
+    expect(store.stats().liveRecords).toBe(0);
+    expect(store.stats().liveBytes).toBe(0);
+    expect(r.bodies.size).toBe(0);
+    expect(r.bodies.bytes).toBe(0);
+  });
+
+  it("restores the machine from a local snapshot of another node's store, and reports the bodies it lacks", async () => {
+    const theirs = await stores.open();
+    const ours = await stores.openWith({ recovered: false });
+    const r = replica(theirs);
+    fill(r, 25, 32);
+    const local = r.snapshot();
+    expect(decodeQueueSnapshot(local).refs?.storeId).toBe(theirs.storeId);
+
+    // At the start, the node does not adopt what a foreign snapshot lists: it logs it.
+    const { logger, error } = silentLogger();
+    const adopted = AdoptedBodies.collect(ours.store, savedStorage(local, 1), logger);
+    expect(error).toHaveBeenCalledTimes(1);
+    expect(ours.store.stats().liveRecords).toBe(0);
+
+    const lost = vi.fn();
+    const restored = replica(ours.store, { adopted, onLostBodies: lost });
+    expect(() => restored.restore(local)).not.toThrow();
+    expect(stateHash(restored.state)).toBe(stateHash(r.state));
+    expect(lost).toHaveBeenCalledTimes(1);
+    expect(lost).toHaveBeenCalledWith(restored, 25);
+    expect(restored.bodies.size).toBe(0);
+    expect(restored.encoded(ENTRY_SPAN)).toBeUndefined();
+    expect(restored.message(ENTRY_SPAN)).toBeUndefined();
+    // It keeps applying: a get hands the message out without its bytes.
+    const got = restored.apply(entry(10, encodeQueueEntry(get, null, 2000)), true);
+    expect(got.reply.type).toBe('message');
+    expect(got.stored).toBeUndefined();
+  });
+});

@@ -1,0 +1,203 @@
+/**
+ * ReplicaBodies (replica-bodies.ts): a queue replica's handles into the node's message store,
+ * and the pinning of records a snapshot lists until the next snapshot is saved. Against a
+ * real store, so that "released" means the store's record is dead (stats().liveRecords).
+ */
+import type { MessageStore } from '@quorumq/storage';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { ReplicaBodies } from '../src/replica-bodies.js';
+import { TestStores } from './test-message-store.js';
+
+const stores = new TestStores();
+afterAll(() => stores.closeAll());
+
+/** Distinct, checkable bytes for message `id`. */
+const bytesOf = (id: number, length = 100): Buffer => {
+  const out = Buffer.alloc(length);
+  for (let i = 0; i < length; i++) out[i] = (id * 31 + i * 7) & 0xff;
+  return out;
+};
+
+const live = (store: MessageStore): number => store.stats().liveRecords;
+const read = (bodies: ReplicaBodies, id: number): Buffer | undefined => {
+  const bytes = bodies.read(id);
+  return bytes === undefined ? undefined : Buffer.from(bytes);
+};
+
+describe('ReplicaBodies', () => {
+  it('puts, reads and deletes a message: one record each, released on delete', async () => {
+    const store = await stores.open();
+    const bodies = new ReplicaBodies(store);
+    const input = bytesOf(1, 300);
+    bodies.put(1, input);
+    input.fill(0); // put copies
+    bodies.put(2, bytesOf(2, 50));
+    expect(read(bodies, 1)).toEqual(bytesOf(1, 300));
+    expect(read(bodies, 2)).toEqual(bytesOf(2, 50));
+    expect(bodies.read(3)).toBeUndefined();
+    expect([...bodies.keys()]).toEqual([1, 2]);
+    expect(bodies.size).toBe(2);
+    expect(bodies.bytes).toBe(350);
+    expect(bodies.has(1)).toBe(true);
+    expect(live(store)).toBe(2);
+
+    bodies.delete(1);
+    expect(bodies.has(1)).toBe(false);
+    expect(bodies.read(1)).toBeUndefined();
+    expect(bodies.size).toBe(1);
+    expect(bodies.bytes).toBe(50);
+    expect(live(store)).toBe(1);
+    bodies.delete(1); // twice: nothing more
+    bodies.delete(99); // never there
+    expect(live(store)).toBe(1);
+
+    // Put again under the same id: the previous record is released, the new bytes read back.
+    bodies.put(2, bytesOf(20, 70));
+    expect(read(bodies, 2)).toEqual(bytesOf(20, 70));
+    expect(bodies.bytes).toBe(70);
+    expect(live(store)).toBe(1);
+  });
+
+  it("keeps a message the snapshot listed readable after it leaves, and its record until the next snapshot's save", async () => {
+    const store = await stores.open();
+    const bodies = new ReplicaBodies(store);
+    for (const id of [10, 11, 12]) bodies.put(id, bytesOf(id));
+    const taken = bodies.snapshotTaken(() => true);
+    expect(taken.messageIds).toEqual([10, 11, 12]);
+    expect(new Set(taken.recordIds).size).toBe(3);
+    expect(live(store)).toBe(3);
+
+    // 11 leaves after the snapshot listed it: pinned, still readable, its record still live.
+    bodies.delete(11);
+    expect(bodies.has(11)).toBe(false);
+    expect([...bodies.keys()]).toEqual([10, 12]);
+    expect(bodies.size).toBe(2);
+    expect(bodies.bytes).toBe(200);
+    expect(read(bodies, 11)).toEqual(bytesOf(11));
+    expect(live(store)).toBe(3);
+
+    // That snapshot is saved: it lists 11, so 11 stays (the one on disk can be adopted at a restart).
+    bodies.snapshotSaved();
+    expect(read(bodies, 11)).toEqual(bytesOf(11));
+    expect(live(store)).toBe(3);
+
+    // The next snapshot does not list 11; until it is saved, the one on disk still does.
+    const next = bodies.snapshotTaken(() => true);
+    expect(next.messageIds).toEqual([10, 12]);
+    expect(next.recordIds).toEqual([taken.recordIds[0], taken.recordIds[2]]);
+    expect(live(store)).toBe(3);
+    bodies.snapshotSaved();
+    expect(bodies.read(11)).toBeUndefined();
+    expect(live(store)).toBe(2);
+    expect(read(bodies, 10)).toEqual(bytesOf(10));
+    expect(read(bodies, 12)).toEqual(bytesOf(12));
+  });
+
+  it('releases at once a message enqueued after the snapshot (no snapshot lists it)', async () => {
+    const store = await stores.open();
+    const bodies = new ReplicaBodies(store);
+    bodies.put(1, bytesOf(1));
+    bodies.snapshotTaken(() => true);
+    bodies.put(2, bytesOf(2));
+    expect(live(store)).toBe(2);
+    bodies.delete(2);
+    expect(bodies.read(2)).toBeUndefined();
+    expect(live(store)).toBe(1);
+    // While 1, listed, is pinned.
+    bodies.delete(1);
+    expect(read(bodies, 1)).toEqual(bytesOf(1));
+    expect(live(store)).toBe(1);
+  });
+
+  it('pins after a restore from references what the restored snapshot lists, and only that', async () => {
+    const store = await stores.open();
+    const bodies = new ReplicaBodies(store);
+    // Adopt takes over a reference the caller holds (as AdoptedBodies hands them over).
+    for (const id of [5, 7]) bodies.adopt(id, store.put(bytesOf(id)));
+    bodies.restoredFromRefs([5, 7]);
+    expect(bodies.bytes).toBe(200);
+    bodies.put(8, bytesOf(8));
+    expect(live(store)).toBe(3);
+    bodies.delete(7);
+    bodies.delete(8);
+    expect(read(bodies, 7)).toEqual(bytesOf(7));
+    expect(bodies.read(8)).toBeUndefined();
+    expect(live(store)).toBe(2);
+    bodies.snapshotTaken(() => true);
+    bodies.snapshotSaved();
+    expect(live(store)).toBe(1);
+  });
+
+  it('clear() releases every record: live, pinned, and awaiting the next save', async () => {
+    const store = await stores.open();
+    const bodies = new ReplicaBodies(store);
+    for (let id = 1; id <= 6; id++) bodies.put(id, bytesOf(id));
+    bodies.snapshotTaken(() => true);
+    bodies.delete(1); // pinned
+    bodies.snapshotTaken(() => true);
+    bodies.delete(2); // pinned; 1 now awaits the save of this snapshot
+    expect(live(store)).toBe(6);
+    bodies.clear();
+    expect(live(store)).toBe(0);
+    expect(bodies.size).toBe(0);
+    expect(bodies.bytes).toBe(0);
+    for (let id = 1; id <= 6; id++) expect(bodies.read(id), `message ${id}`).toBeUndefined();
+    // Nothing is pinned any more: a message put and deleted now is released at once,
+    // and a later save releases nothing twice.
+    bodies.put(3, bytesOf(3));
+    bodies.delete(3);
+    expect(live(store)).toBe(0);
+    bodies.snapshotSaved();
+    expect(live(store)).toBe(0);
+  });
+
+  describe('sweep(has, remaining)', () => {
+    it('deletes the messages gone from the front, and stops at the first one still held', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      for (let id = 1; id <= 5; id++) bodies.put(id, bytesOf(id));
+      const held = new Set([3, 5]);
+      bodies.sweep((id) => held.has(id), held.size);
+      // 1 and 2 went from the front; 4 sits behind 3, which is held.
+      expect([...bodies.keys()]).toEqual([3, 4, 5]);
+      expect(live(store)).toBe(3);
+    });
+
+    it('does nothing when no more messages than remain are kept', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      for (let id = 1; id <= 3; id++) bodies.put(id, bytesOf(id));
+      bodies.sweep(() => false, 3);
+      expect([...bodies.keys()]).toEqual([1, 2, 3]);
+    });
+
+    it('deletes every message gone once they are far more than remain', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      const count = 1100;
+      for (let id = 0; id < count; id++) bodies.put(id, bytesOf(id, 8));
+      // Only 0 and 600 are held: 0 stops the front sweep, the full pass removes the rest.
+      const held = new Set([0, 600]);
+      bodies.sweep((id) => held.has(id), held.size);
+      expect([...bodies.keys()]).toEqual([0, 600]);
+      expect(live(store)).toBe(2);
+      expect(bodies.bytes).toBe(16);
+    });
+
+    it('pins what it deletes if the latest snapshot listed it', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      for (let id = 1; id <= 4; id++) bodies.put(id, bytesOf(id));
+      bodies.snapshotTaken(() => true);
+      bodies.put(5, bytesOf(5));
+      bodies.sweep((id) => id === 5, 1);
+      expect([...bodies.keys()]).toEqual([5]);
+      for (let id = 1; id <= 4; id++) expect(read(bodies, id), `message ${id}`).toEqual(bytesOf(id));
+      expect(live(store)).toBe(5);
+      bodies.snapshotTaken(() => true);
+      bodies.snapshotSaved();
+      expect(live(store)).toBe(1);
+    });
+  });
+});
