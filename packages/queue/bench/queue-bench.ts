@@ -3,17 +3,19 @@
  *
  * (a) apply throughput of an enqueue -> deliver -> ack cycle on one core;
  * (b) heap bytes per ready message with a 1,000,000-message backlog (bodies excluded);
- * (c) snapshot size and encode time of that backlog.
+ * (c) snapshot size, encode and decode time of that backlog, and the encode time after churn
+ *     (a tenth of it consumed from the head and as many enqueued: slots no longer in id order).
  * Each measurement runs REPEATS times; the table shows every run and the median.
  * Run with `node --expose-gc` (the npm script does) so (b) measures live heap, not garbage.
  */
 import { performance } from 'node:perf_hooks';
-import { apply, createQueueState, encodeSnapshot, parseQueueArguments } from '@quorumq/queue';
+import { apply, createQueueState, decodeSnapshot, encodeSnapshot, parseQueueArguments } from '@quorumq/queue';
 import type { Command, Meta, QueueState } from '@quorumq/queue';
 
 const REPEATS = 3;
 const CYCLES = 300_000;
 const BACKLOG_MESSAGES = 1_000_000;
+const CHURN_MESSAGES = 100_000;
 const MESSAGE_BYTES = 1024;
 const TARGET_COMMANDS_PER_SEC = 500_000;
 const TARGET_BYTES_PER_MESSAGE = 64;
@@ -54,6 +56,8 @@ interface BacklogRun {
   readonly bytesPerMessage: number;
   readonly snapshotBytes: number;
   readonly snapshotMs: number;
+  readonly decodeMs: number;
+  readonly churnedSnapshotMs: number;
 }
 
 /** Full collections, with pauses so that freed typed-array memory is also returned. */
@@ -75,7 +79,20 @@ async function measureBacklog(): Promise<BacklogRun> {
   const started = performance.now();
   const bytes = encodeSnapshot(state);
   const snapshotMs = performance.now() - started;
-  return { bytesPerMessage, snapshotBytes: bytes.byteLength, snapshotMs };
+  const decodeStarted = performance.now();
+  decodeSnapshot(bytes);
+  const decodeMs = performance.now() - decodeStarted;
+  // Churn: consume from the head and enqueue at the tail, freed slots are reused out of id order.
+  let index = BACKLOG_MESSAGES + 1;
+  for (let i = 0; i < CHURN_MESSAGES; i++) {
+    state = apply({ index: index++, term: 1, now: 0 }, { type: 'get', ackMode: 'auto' }, state).state;
+    if (i % 100 === 99) for (let j = 0; j < 100; j++) state = apply({ index: index++, term: 1, now: 0 }, enqueue, state).state;
+  }
+  await settleHeap();
+  const churnStarted = performance.now();
+  encodeSnapshot(state);
+  const churnedSnapshotMs = performance.now() - churnStarted;
+  return { bytesPerMessage, snapshotBytes: bytes.byteLength, snapshotMs, decodeMs, churnedSnapshotMs };
 }
 
 function median(values: readonly number[]): number {
@@ -106,6 +123,8 @@ async function main(): Promise<void> {
   console.log(row('(c) snapshot bytes (1M backlog)', backlogs.map((b) => b.snapshotBytes), int));
   console.log(row('    snapshot encode ms', backlogs.map((b) => b.snapshotMs), one));
   console.log(row('    snapshot bytes per message', backlogs.map((b) => b.snapshotBytes / BACKLOG_MESSAGES), one));
+  console.log(row('    snapshot decode ms', backlogs.map((b) => b.decodeMs), one));
+  console.log(row('    snapshot encode ms after churn', backlogs.map((b) => b.churnedSnapshotMs), one));
   const throughput = median(cycles);
   const perMessage = median(backlogs.map((b) => b.bytesPerMessage));
   console.log(`\ntarget >= ${int(TARGET_COMMANDS_PER_SEC)} commands/s: ${throughput >= TARGET_COMMANDS_PER_SEC ? 'met' : 'NOT met'}`);

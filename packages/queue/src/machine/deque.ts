@@ -63,13 +63,29 @@ export class IdDeque {
     return ids;
   }
 
-  /** The ids front to back, copied in at most two block copies (snapshots). */
+  /** The ids front to back, copied in at most two block copies. */
   toFloat64Array(): Float64Array {
     const out = new Float64Array(this.count);
-    const firstPart = Math.min(this.count, this.buffer.length - this.head);
-    out.set(this.buffer.subarray(this.head, this.head + firstPart));
-    out.set(this.buffer.subarray(0, this.count - firstPart), firstPart);
+    this.copyRange(0, this.count, out);
     return out;
+  }
+
+  /** The ids at positions `from` to `to - 1` from the front into `out`, in at most two block copies (snapshots). */
+  copyRange(from: number, to: number, out: Float64Array): void {
+    assert(from >= 0 && from <= to && to <= this.count, 'deque range out of bounds');
+    const start = (this.head + from) % this.buffer.length;
+    const firstPart = Math.min(to - from, this.buffer.length - start);
+    out.set(this.buffer.subarray(start, start + firstPart));
+    out.set(this.buffer.subarray(0, to - from - firstPart), firstPart);
+  }
+
+  /** A deque of `ids`, front to back, using the array itself as its buffer (no copy: the caller gives it up). */
+  static adopt(ids: Float64Array): IdDeque {
+    if (ids.length < MIN_CAPACITY) return IdDeque.fromArray(ids);
+    const deque = new IdDeque(1);
+    deque.buffer = ids;
+    deque.count = ids.length;
+    return deque;
   }
 
   static fromArray(ids: ArrayLike<number>): IdDeque {

@@ -13,7 +13,7 @@ import type { Deaths } from './deaths.js';
 import { assert, QueueInvariantError } from './errors.js';
 import { DeadlineHeap } from './heap.js';
 import { emptyGone, emptyTotals, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
-import { MessageStore, PLACE_CODE, PLACES, type PlainMessageHeader } from './store.js';
+import { MessageStore, PLACE_CODE, PLACES, PRIORITY_BITS, PRIORITY_MASK, SIZE_ESCAPE, type MessageColumns, type PlainMessageHeader, type Route } from './store.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
 
@@ -100,20 +100,21 @@ function scalarFields(state: QueueState): Omit<StateFields, 'ready' | 'delayedHe
 export function restore(data: QueueSnapshot): QueueState {
   assert(data.version === SNAPSHOT_VERSION, () => `unknown queue snapshot version ${data.version}`);
   const copy = structuredClone(data);
-  return assemble(copy, restoreMessages(copy.messages));
+  const ready = copy.ready.map((level) => ({ returned: level.returned, fresh: IdDeque.fromArray(level.fresh) }));
+  return assemble({ ...copy, ready }, restoreMessages(copy.messages));
 }
 
 type StateFields = Omit<QueueSnapshot, 'version' | 'messages'>;
 
 function assemble(
-  copy: Omit<StateFields, 'ready'> & { readonly ready: ReadonlyArray<{ returned: number[]; fresh: ArrayLike<number> }> },
+  copy: Omit<StateFields, 'ready'> & { readonly ready: ReadonlyArray<{ returned: number[]; fresh: IdDeque }> },
   messages: MessageStore,
 ): QueueState {
   const state: QueueState = {
     name: copy.name,
     args: copy.args,
     messages,
-    ready: copy.ready.map((level) => ({ returned: level.returned, fresh: IdDeque.fromArray(level.fresh) })),
+    ready: copy.ready.map((level) => ({ returned: level.returned, fresh: level.fresh })),
     delayedHeap: new DeadlineHeap(copy.delayedHeap),
     expiryHeap: new DeadlineHeap(copy.expiryHeap),
     totals: { ...emptyTotals(), ...copy.totals },
@@ -163,6 +164,10 @@ function restoreMessages(messages: readonly PlainMessageHeader[]): MessageStore 
  * plain f64 values. Decoding checks magic, version, length, checksum, every column's
  * bounds and count and the values' ranges, and throws `QueueInvariantError` on any
  * mismatch rather than build a different state.
+ *
+ * Both directions stream the columns a chunk at a time through small scratch arrays (no
+ * temporary as long as the queue), and copy whole ranges where the layouts agree: the store's
+ * columns when the messages sit in consecutive slots in id order, the deque's ring buffer.
  */
 const MAGIC = [0x51, 0x51, 0x53] as const;
 const HEADER_BYTES = 12;
@@ -175,6 +180,8 @@ const enum Kind {
 }
 const PLACE_CODES: Readonly<Record<Place, number>> = PLACE_CODE;
 const PLACE_NAMES: readonly Place[] = PLACES;
+/** Values per chunk when streaming a column (64 KiB of scratch: stays in cache). */
+const CHUNK = 8192;
 
 interface BinaryMeta extends Omit<StateFields, 'ready' | 'delayedHeap' | 'expiryHeap'> {
   readonly messageCount: number;
@@ -185,7 +192,193 @@ interface BinaryMeta extends Omit<StateFields, 'ready' | 'delayedHeap' | 'expiry
   readonly deliveries: Array<[number, ConsumerId, number, number]>;
 }
 
-type NumberColumn = ArrayLike<number>;
+function isPlainInteger(value: number): boolean {
+  return Number.isSafeInteger(value) && !isNegativeZero(value);
+}
+
+function columnBytes(kind: Kind, n: number): number {
+  switch (kind) {
+    case Kind.Const:
+      return 5 + 8;
+    case Kind.U8:
+      return 5 + n;
+    case Kind.I32:
+      return 5 + 4 * n;
+    case Kind.DeltaI32:
+      return 5 + 8 + 4 * (n - 1);
+    case Kind.F64:
+      return 5 + 8 * n;
+  }
+}
+
+/** CRC-32 (IEEE) tables for slicing by 8: table k holds the CRC of a byte followed by k zero bytes. */
+let crcTables: Int32Array | undefined;
+
+function makeCrcTables(): Int32Array {
+  const tables = new Int32Array(256 * 8);
+  for (let n = 0; n < 256; n += 1) {
+    let c = n;
+    for (let k = 0; k < 8; k += 1) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    tables[n] = c;
+  }
+  for (let n = 0; n < 256; n += 1) {
+    let c = tables[n] as number;
+    for (let k = 1; k < 8; k += 1) {
+      c = (tables[c & 0xff] as number) ^ (c >>> 8);
+      tables[k * 256 + n] = c;
+    }
+  }
+  return tables;
+}
+
+/** CRC-32 (IEEE, as zlib), eight bytes per step (a few times faster than byte by byte). */
+function crc32(data: Uint8Array): number {
+  const t = (crcTables ??= makeCrcTables());
+  const d = data;
+  const n = d.length;
+  const blocks = n - (n & 7);
+  let crc = -1;
+  let i = 0;
+  for (; i < blocks; i += 8) {
+    const low = crc ^ ((d[i] as number) | ((d[i + 1] as number) << 8) | ((d[i + 2] as number) << 16) | ((d[i + 3] as number) << 24));
+    crc =
+      (t[1792 + (low & 0xff)] as number) ^
+      (t[1536 + ((low >>> 8) & 0xff)] as number) ^
+      (t[1280 + ((low >>> 16) & 0xff)] as number) ^
+      (t[1024 + (low >>> 24)] as number) ^
+      (t[768 + (d[i + 4] as number)] as number) ^
+      (t[512 + (d[i + 5] as number)] as number) ^
+      (t[256 + (d[i + 6] as number)] as number) ^
+      (t[d[i + 7] as number] as number);
+  }
+  for (; i < n; i += 1) crc = (t[(crc ^ (d[i] as number)) & 0xff] as number) ^ (crc >>> 8);
+  return (crc ^ -1) >>> 0;
+}
+
+// --- Encoding ---
+
+/** A column to encode: its length, and its values `from` to `to - 1` on demand, into `out` (of length to - from). */
+interface ColumnSource {
+  readonly length: number;
+  fill(from: number, to: number, out: Float64Array): void;
+  /** Set when every value is known to be this one (and there is at least one): no need to scan. */
+  readonly constant?: number;
+}
+
+/** `length` times `value`. */
+function constantColumn(length: number, value: number): ColumnSource {
+  assert(length > 0, 'a constant column holds a value');
+  return { length, constant: value, fill: (_from, _to, out) => out.fill(value) };
+}
+
+/** Hands the column's values to `visit` a chunk at a time, in order (the view is reused). */
+function forEachChunk(column: ColumnSource, scratch: Float64Array, visit: (values: Float64Array) => void): void {
+  for (let from = 0; from < column.length; from += CHUNK) {
+    const to = Math.min(column.length, from + CHUNK);
+    const values = scratch.subarray(0, to - from);
+    column.fill(from, to, values);
+    visit(values);
+  }
+}
+
+/**
+ * Picks a column's kind from its values, seen a chunk at a time: the most compact that holds
+ * them exactly. A constant (as `Object.is`: -0 and NaN are kept), else for plain integers
+ * (safe, not -0) u8, i32 or i32 steps, else f64; an empty column is f64. While the values
+ * are all the same only that is checked; the range and steps are scanned from the first
+ * that differs.
+ */
+class KindScan {
+  private seen = 0;
+  private constant = true;
+  private integers = true;
+  /** The first value, then (see `scanIntegers`) min, max, min step, max step and the last value. */
+  private readonly numbers = new Float64Array(6);
+
+  add(values: Float64Array): void {
+    if (values.length === 0) return;
+    if (this.seen === 0) this.start(values[0] as number);
+    this.seen += values.length;
+    let from = 0;
+    if (this.constant) {
+      from = firstDifferent(values, this.numbers[0] as number);
+      if (from < 0) return;
+      this.constant = false;
+    }
+    if (this.integers) this.integers = scanIntegers(values, from, this.numbers.subarray(1));
+  }
+
+  kind(): Kind {
+    const [, min, max, minStep, maxStep] = this.numbers as unknown as number[];
+    if (this.seen === 0) return Kind.F64;
+    if (this.constant) return Kind.Const;
+    if (!this.integers) return Kind.F64;
+    if ((min as number) >= 0 && (max as number) <= 0xff) return Kind.U8;
+    if ((min as number) >= -0x80000000 && (max as number) <= 0x7fffffff) return Kind.I32;
+    return (minStep as number) >= -0x80000000 && (maxStep as number) <= 0x7fffffff ? Kind.DeltaI32 : Kind.F64;
+  }
+
+  private start(first: number): void {
+    this.numbers.set([first, first, first, 0, 0, first]);
+    this.integers = isPlainInteger(first);
+  }
+}
+
+/**
+ * Widens `range` (min, max, min step, max step, last value) by `values` from `from` on; false
+ * at the first value that is not a plain integer. The state lives in a typed array so that
+ * this hot loop's stores never change an object's shape (which would throw its optimized code away).
+ */
+function scanIntegers(values: Float64Array, from: number, range: Float64Array): boolean {
+  let min = range[0] as number;
+  let max = range[1] as number;
+  let minStep = range[2] as number;
+  let maxStep = range[3] as number;
+  let previous = range[4] as number;
+  for (let i = from; i < values.length; i += 1) {
+    const value = values[i] as number;
+    if (!isPlainInteger(value)) return false;
+    if (value < min) min = value;
+    if (value > max) max = value;
+    const step = value - previous;
+    if (step < minStep) minStep = step;
+    if (step > maxStep) maxStep = step;
+    previous = value;
+  }
+  range[0] = min;
+  range[1] = max;
+  range[2] = minStep;
+  range[3] = maxStep;
+  range[4] = previous;
+  return true;
+}
+
+/** The index of the first value that `Object.is` tells from `value` (so -0 is not 0, NaN is NaN), or -1. */
+function firstDifferent(values: Float64Array, value: number): number {
+  if (Number.isNaN(value)) {
+    for (let i = 0; i < values.length; i += 1) if (!Number.isNaN(values[i])) return i;
+    return -1;
+  }
+  // `!==` but for zeros, whose signs are compared too (1 / -0 is -Infinity): several times faster than Object.is.
+  const negativeZero = isNegativeZero(value);
+  for (let i = 0; i < values.length; i += 1) {
+    const v = values[i] as number;
+    if (v !== value || (v === 0 && isNegativeZero(v) !== negativeZero)) return i;
+  }
+  return -1;
+}
+
+function isNegativeZero(value: number): boolean {
+  return value === 0 && 1 / value < 0;
+}
+
+/** A column's kind (one pass over its values, unless it is known to be a constant). */
+function kindOf(column: ColumnSource, scratch: Float64Array): Kind {
+  if (column.constant !== undefined) return Kind.Const;
+  const scan = new KindScan();
+  forEachChunk(column, scratch, (values) => scan.add(values));
+  return scan.kind();
+}
 
 /** Writes into a buffer of the exact size computed beforehand (no growth, no copy). */
 class Writer {
@@ -226,95 +419,262 @@ class Writer {
     this.offset += data.length;
   }
 
-  column(values: NumberColumn, kind = columnKind(values)): void {
-    const n = values.length;
+  /** `kind | count | payload`, the values streamed a chunk at a time; they must fit `kind` (see `KindScan`). */
+  column(column: ColumnSource, kind: Kind, scratch: Float64Array): void {
     this.u8(kind);
-    this.u32(n);
-    const view = (): DataView => this.view;
-    switch (kind) {
-      case Kind.Const:
-        this.f64(values[0] as number);
-        return;
-      case Kind.U8:
-        this.ensure(n);
-        for (let i = 0; i < n; i += 1) this.bytes[this.offset + i] = values[i] as number;
-        this.offset += n;
-        return;
-      case Kind.I32: {
-        this.ensure(n * 4);
-        const v = view();
-        for (let i = 0; i < n; i += 1) v.setInt32(this.offset + i * 4, values[i] as number, true);
-        this.offset += n * 4;
-        return;
-      }
-      case Kind.DeltaI32: {
-        this.f64(values[0] as number);
-        this.ensure((n - 1) * 4);
-        const v = view();
-        for (let i = 1; i < n; i += 1) v.setInt32(this.offset + (i - 1) * 4, (values[i] as number) - (values[i - 1] as number), true);
-        this.offset += (n - 1) * 4;
-        return;
-      }
-      case Kind.F64: {
-        this.ensure(n * 8);
-        const v = view();
-        for (let i = 0; i < n; i += 1) v.setFloat64(this.offset + i * 8, values[i] as number, true);
-        this.offset += n * 8;
-        return;
-      }
+    this.u32(column.length);
+    if (kind === Kind.Const) {
+      const first = scratch.subarray(0, 1);
+      column.fill(0, 1, first);
+      this.f64(first[0] as number);
+      return;
     }
+    let previous: number | undefined; // DeltaI32: the last value written
+    forEachChunk(column, scratch, (values) => {
+      switch (kind) {
+        case Kind.U8:
+          this.ensure(values.length);
+          this.bytes.set(values, this.offset); // one native conversion: the values are 0..255
+          this.offset += values.length;
+          return;
+        case Kind.I32:
+          this.i32s(values);
+          return;
+        case Kind.DeltaI32:
+          if (previous === undefined) {
+            previous = values[0] as number;
+            this.f64(previous);
+            this.steps(values, 1, previous);
+          } else {
+            this.steps(values, 0, previous);
+          }
+          previous = values[values.length - 1] as number;
+          return;
+        case Kind.F64:
+          this.f64s(values);
+          return;
+      }
+    });
+  }
+
+  private i32s(values: Float64Array): void {
+    const n = values.length;
+    this.ensure(n * 4);
+    const view = this.view;
+    const at = this.offset;
+    for (let i = 0; i < n; i += 1) view.setInt32(at + i * 4, values[i] as number, true);
+    this.offset += n * 4;
+  }
+
+  /** The steps to `values[from]`, `values[from + 1]`, ... each from the value before (`previous` for the first). */
+  private steps(values: Float64Array, from: number, previous: number): void {
+    const n = values.length - from;
+    this.ensure(n * 4);
+    const view = this.view;
+    const at = this.offset - from * 4;
+    let last = previous;
+    for (let i = from; i < values.length; i += 1) {
+      const value = values[i] as number;
+      view.setInt32(at + i * 4, value - last, true);
+      last = value;
+    }
+    this.offset += n * 4;
+  }
+
+  private f64s(values: Float64Array): void {
+    const n = values.length;
+    this.ensure(n * 8);
+    const view = this.view;
+    const at = this.offset;
+    for (let i = 0; i < n; i += 1) view.setFloat64(at + i * 8, values[i] as number, true);
+    this.offset += n * 8;
   }
 }
 
-function isPlainInteger(value: number): boolean {
-  return Number.isSafeInteger(value) && !Object.is(value, -0);
+type StoreColumn = Float64Array | Int32Array | Uint32Array | Uint8Array;
+
+/**
+ * Where the messages are in the store's columns, in id order: the consecutive slots from
+ * `start` (the common case, `slots` null), or the list `slots`.
+ */
+interface SlotOrder {
+  readonly count: number;
+  readonly start: number;
+  readonly slots: Int32Array | null;
 }
 
-function columnKind(values: NumberColumn): Kind {
-  const n = values.length;
-  if (n === 0) return Kind.F64;
-  const first = values[0] as number;
-  let constant = true;
-  let integers = true;
-  let u8 = true;
-  let i32 = true;
-  let delta = true;
-  for (let i = 0; i < n; i += 1) {
-    const value = values[i] as number;
-    if (constant && !Object.is(value, first)) constant = false;
-    if (!isPlainInteger(value)) {
-      integers = false;
-      for (let j = i; constant && j < n; j += 1) constant = Object.is(values[j], first);
-      break;
-    }
-    if (value < 0 || value > 0xff) u8 = false;
-    if (value < -0x80000000 || value > 0x7fffffff) i32 = false;
-    if (i > 0) {
-      const step = value - (values[i - 1] as number);
-      if (step < -0x80000000 || step > 0x7fffffff) delta = false;
-    }
-  }
-  if (constant) return Kind.Const;
-  if (!integers) return Kind.F64;
-  if (u8) return Kind.U8;
-  if (i32) return Kind.I32;
-  return delta ? Kind.DeltaI32 : Kind.F64;
+function slotOrder(store: MessageStore): SlotOrder {
+  const start = store.liveSlotRun();
+  return start >= 0 ? { count: store.size, start, slots: null } : { count: store.size, start: -1, slots: store.slotsInIdOrder() };
 }
 
-function columnBytes(kind: Kind, n: number): number {
-  switch (kind) {
-    case Kind.Const:
-      return 5 + 8;
-    case Kind.U8:
-      return 5 + n;
-    case Kind.I32:
-      return 5 + 4 * n;
-    case Kind.DeltaI32:
-      return 5 + 8 + 4 * (n - 1);
-    case Kind.F64:
-      return 5 + 8 * n;
+function slotAt(order: SlotOrder, i: number): number {
+  return order.slots === null ? order.start + i : (order.slots[i] as number);
+}
+
+/** A store column at the slots of messages `from` to `to - 1` into `out`: one block copy when the slots are consecutive. */
+function gather(column: StoreColumn, order: SlotOrder, from: number, to: number, out: Float64Array): void {
+  const slots = order.slots;
+  if (slots === null) out.set(column.subarray(order.start + from, order.start + to));
+  else for (let i = from; i < to; i += 1) out[i - from] = column[slots[i] as number] as number;
+}
+
+/** The store's 32-bit size column escapes sizes of 4 GiB or more: look those up (`sizes` from message `from`). */
+function unescapeSizes(store: MessageStore, order: SlotOrder, from: number, sizes: Float64Array): void {
+  if (store.bigSizes.size === 0) return;
+  for (let i = 0; i < sizes.length; i += 1) if (sizes[i] === SIZE_ESCAPE) sizes[i] = store.sizeAt(slotAt(order, from + i));
+}
+
+function prioritiesOf(flags: Float64Array): void {
+  for (let i = 0; i < flags.length; i += 1) flags[i] = (flags[i] as number) & PRIORITY_MASK;
+}
+
+function placeCodesOf(flags: Float64Array): void {
+  for (let i = 0; i < flags.length; i += 1) flags[i] = (flags[i] as number) >> PRIORITY_BITS;
+}
+
+/** Numbers the routes in first use (by message id) for the meta's route table; the first pass over the route column does it all. */
+class RouteNumbering {
+  readonly routes: Array<[string, readonly string[]]> = [];
+  private readonly indexOf = new Map<number, number>();
+
+  constructor(private readonly store: MessageStore) {}
+
+  /** Replaces each store route id in `values` by its number. */
+  number(values: Float64Array): void {
+    let lastRoute = -1;
+    let lastIndex = -1;
+    for (let i = 0; i < values.length; i += 1) {
+      const routeId = values[i] as number;
+      if (routeId !== lastRoute) {
+        lastRoute = routeId;
+        lastIndex = this.numberOf(routeId);
+      }
+      values[i] = lastIndex;
+    }
+  }
+
+  numberOf(routeId: number): number {
+    let index = this.indexOf.get(routeId);
+    if (index === undefined) {
+      const route = this.store.route(routeId);
+      index = this.routes.length;
+      this.routes.push([route.exchange, route.routingKeys]);
+      this.indexOf.set(routeId, index);
+    }
+    return index;
   }
 }
+
+/** The per-message columns in format order, each gathered from the store's columns. */
+function messageColumns(store: MessageStore, order: SlotOrder, routes: RouteNumbering): ColumnSource[] {
+  // Priority and place share a byte per message: when that byte is the same for all (common), both are constants.
+  const flags = order.count > 0 ? commonFlags(store.flags, order) : undefined;
+  return [
+    storeColumn(store.ids, order),
+    storeColumn(store.sizes, order, (sizes, from) => unescapeSizes(store, order, from, sizes)),
+    storeColumn(store.expiresAts, order),
+    storeColumn(store.notBefores, order),
+    storeColumn(store.deliveryCounts, order),
+    flags === undefined ? storeColumn(store.flags, order, prioritiesOf) : constantColumn(order.count, flags & PRIORITY_MASK),
+    flags === undefined ? storeColumn(store.flags, order, placeCodesOf) : constantColumn(order.count, flags >> PRIORITY_BITS),
+    routeColumn(store, order, routes),
+  ];
+}
+
+/** A store column in id order, each chunk passed through `after` (with the index of its first message) if given. */
+function storeColumn(source: StoreColumn, order: SlotOrder, after?: (values: Float64Array, from: number) => void): ColumnSource {
+  return {
+    length: order.count,
+    fill: (from, to, out) => {
+      gather(source, order, from, to, out);
+      after?.(out, from);
+    },
+  };
+}
+
+/** The value of the messages' `flags` when it is the same for all of them, else undefined (one pass, no copy). */
+function commonFlags(flags: Uint8Array, order: SlotOrder): number | undefined {
+  const first = flags[slotAt(order, 0)] as number;
+  const slots = order.slots;
+  if (slots === null) {
+    const end = order.start + order.count;
+    for (let slot = order.start; slot < end; slot += 1) if (flags[slot] !== first) return undefined;
+  } else {
+    for (let i = 0; i < slots.length; i += 1) if (flags[slots[i] as number] !== first) return undefined;
+  }
+  return first;
+}
+
+/** Each message's route number; when one route serves every message (common) no per-message work. */
+function routeColumn(store: MessageStore, order: SlotOrder, routes: RouteNumbering): ColumnSource {
+  const sole = store.soleRoute();
+  return sole < 0 ? storeColumn(store.routes, order, (routeIds) => routes.number(routeIds)) : constantColumn(order.count, routes.numberOf(sole));
+}
+
+function arrayColumn(values: readonly number[]): ColumnSource {
+  return {
+    length: values.length,
+    fill: (from, to, out) => {
+      for (let i = from; i < to; i += 1) out[i - from] = values[i] as number;
+    },
+  };
+}
+
+function dequeColumn(deque: IdDeque): ColumnSource {
+  return { length: deque.length, fill: (from, to, out) => deque.copyRange(from, to, out) };
+}
+
+/** The id lists in format order: per priority level its returned and fresh ids, then the two heaps. */
+function listColumns(state: QueueState): ColumnSource[] {
+  const columns: ColumnSource[] = [];
+  for (const level of state.ready) columns.push(arrayColumn(level.returned), dequeColumn(level.fresh));
+  columns.push(arrayColumn(state.delayedHeap.toArray()), arrayColumn(state.expiryHeap.toArray()));
+  return columns;
+}
+
+function encodeMeta(state: QueueState, messageCount: number, routes: Array<[string, readonly string[]]>): Uint8Array {
+  const store = state.messages;
+  const byId = (a: [number, ...unknown[]], b: [number, ...unknown[]]): number => a[0] - b[0];
+  const meta: BinaryMeta = {
+    ...scalarFields(state),
+    messageCount,
+    levels: state.ready.length,
+    routes,
+    deaths: [...store.deaths.entries()].sort(byId),
+    expirations: [...store.expirations.entries()].sort(byId),
+    deliveries: [...store.deliveries.entries()].map(([id, d]): [number, ConsumerId, number, number] => [id, d.consumerId, d.tag, d.at]).sort(byId),
+  };
+  return new TextEncoder().encode(JSON.stringify(meta));
+}
+
+export function encodeSnapshot(state: QueueState): Uint8Array {
+  const order = slotOrder(state.messages);
+  const routes = new RouteNumbering(state.messages);
+  const columns = [...messageColumns(state.messages, order, routes), ...listColumns(state)];
+  // Two passes over the columns through one small scratch array: the first picks each kind
+  // (so the output is allocated once, at its exact size) and numbers the routes; the second writes.
+  const scratch = new Float64Array(CHUNK);
+  const kinds = columns.map((column) => kindOf(column, scratch));
+  const metaBytes = encodeMeta(state, order.count, routes.routes);
+  let total = HEADER_BYTES + 4 + metaBytes.length;
+  columns.forEach((column, i) => (total += columnBytes(kinds[i] as Kind, column.length)));
+
+  const writer = new Writer(total);
+  writer.offset = HEADER_BYTES;
+  writer.u32(metaBytes.length);
+  writer.raw(metaBytes);
+  columns.forEach((column, i) => writer.column(column, kinds[i] as Kind, scratch));
+  assert(writer.offset === total, 'snapshot size miscomputed');
+  const bytes = writer.bytes;
+  bytes.set(MAGIC, 0);
+  writer.view.setUint8(3, SNAPSHOT_VERSION);
+  writer.view.setUint32(4, total - HEADER_BYTES, true);
+  writer.view.setUint32(8, crc32(bytes.subarray(HEADER_BYTES)), true);
+  return bytes;
+}
+
+// --- Decoding ---
 
 function corrupt(message: string): never {
   throw new QueueInvariantError(`corrupt queue snapshot: ${message}`);
@@ -323,8 +683,8 @@ function corrupt(message: string): never {
 class Reader {
   offset: number;
   constructor(
-    private readonly bytes: Uint8Array,
-    private readonly view: DataView,
+    readonly bytes: Uint8Array,
+    readonly view: DataView,
     start: number,
   ) {
     this.offset = start;
@@ -350,13 +710,6 @@ class Reader {
     return value;
   }
 
-  f64(what: string): number {
-    this.need(8, what);
-    const value = this.view.getFloat64(this.offset, true);
-    this.offset += 8;
-    return value;
-  }
-
   raw(length: number, what: string): Uint8Array {
     this.need(length, what);
     const data = this.bytes.subarray(this.offset, this.offset + length);
@@ -364,149 +717,84 @@ class Reader {
     return data;
   }
 
-  column(what: string, expected?: number): Float64Array {
+  /** The next column: its kind and count checked, its payload in bounds and skipped (read it with the result). */
+  column(what: string, expected?: number): ColumnReader {
     const kind = this.u8(`${what} kind`);
     const n = this.u32(`${what} count`);
     if (expected !== undefined && n !== expected) corrupt(`${what} has ${n} values, expected ${expected}`);
-    const out = new Float64Array(n);
+    if (kind > Kind.F64) corrupt(`${what} has unknown column kind ${kind}`);
+    if (kind === Kind.DeltaI32 && n === 0) corrupt(`${what}: empty delta column`);
+    const payload = columnBytes(kind, n) - 5;
+    this.need(payload, what);
+    const column = new ColumnReader(this.view, this.bytes, kind, n, this.offset);
+    this.offset += payload;
+    return column;
+  }
+}
+
+/** One column's payload (in bounds): its values read in order, a chunk at a time. */
+class ColumnReader {
+  /** The next value to read, and for deltas the value before it. */
+  private next = 0;
+  private previous = 0;
+  private scratch: Float64Array | undefined;
+
+  constructor(
+    private readonly view: DataView,
+    private readonly bytes: Uint8Array,
+    readonly kind: Kind,
+    readonly length: number,
+    private readonly payload: number,
+  ) {}
+
+  /** Values `from` to `to - 1` into `out` (of length to - from); chunks come in order. */
+  read(from: number, to: number, out: Float64Array): void {
+    assert(from === this.next && to <= this.length, 'snapshot column read out of order');
+    this.next = to;
     const view = this.view;
-    switch (kind) {
+    const at = this.payload;
+    switch (this.kind) {
       case Kind.Const:
-        out.fill(this.f64(what));
-        break;
+        out.fill(view.getFloat64(at, true));
+        return;
       case Kind.U8:
-        this.need(n, what);
-        out.set(this.bytes.subarray(this.offset, this.offset + n));
-        this.offset += n;
-        break;
+        out.set(this.bytes.subarray(at + from, at + to));
+        return;
       case Kind.I32:
-        this.need(n * 4, what);
-        for (let i = 0; i < n; i += 1) out[i] = view.getInt32(this.offset + i * 4, true);
-        this.offset += n * 4;
-        break;
+        for (let i = from; i < to; i += 1) out[i - from] = view.getInt32(at + i * 4, true);
+        return;
       case Kind.DeltaI32: {
-        if (n === 0) corrupt(`${what}: empty delta column`);
-        let value = this.f64(what);
-        this.need((n - 1) * 4, what);
-        out[0] = value;
-        for (let i = 1; i < n; i += 1) {
-          value += view.getInt32(this.offset + (i - 1) * 4, true);
-          out[i] = value;
+        // An f64 first value, then the step to each next one.
+        let value = this.previous;
+        for (let i = from; i < to; i += 1) {
+          value = i === 0 ? view.getFloat64(at, true) : value + view.getInt32(at + 4 + i * 4, true);
+          out[i - from] = value;
         }
-        this.offset += (n - 1) * 4;
-        break;
+        this.previous = value;
+        return;
       }
       case Kind.F64:
-        this.need(n * 8, what);
-        for (let i = 0; i < n; i += 1) out[i] = view.getFloat64(this.offset + i * 8, true);
-        this.offset += n * 8;
-        break;
-      default:
-        corrupt(`${what} has unknown column kind ${kind}`);
+        for (let i = from; i < to; i += 1) out[i - from] = view.getFloat64(at + i * 8, true);
+        return;
     }
+  }
+
+  /** Values `from` to `to - 1` in this reader's own scratch (valid until the next call). */
+  chunk(from: number, to: number): Float64Array {
+    const out = (this.scratch ??= new Float64Array(Math.min(CHUNK, this.length))).subarray(0, to - from);
+    this.read(from, to, out);
+    return out;
+  }
+
+  /** All the values, in a new array. */
+  readAll(): Float64Array {
+    const out = new Float64Array(this.length);
+    this.read(0, this.length, out);
     return out;
   }
 }
 
-let crcTable: Int32Array | undefined;
-
-function crc32(data: Uint8Array): number {
-  let table = crcTable;
-  if (table === undefined) {
-    table = new Int32Array(256);
-    for (let n = 0; n < 256; n += 1) {
-      let c = n;
-      for (let k = 0; k < 8; k += 1) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-      table[n] = c;
-    }
-    crcTable = table;
-  }
-  let crc = -1;
-  for (let i = 0; i < data.length; i += 1) crc = (table[(crc ^ (data[i] as number)) & 0xff] as number) ^ (crc >>> 8);
-  return (crc ^ -1) >>> 0;
-}
-
-export function encodeSnapshot(state: QueueState): Uint8Array {
-  const store = state.messages;
-  const slots = store.slotsInIdOrder();
-  const n = slots.length;
-  const routeIndexes = new Int32Array(n);
-  const routes: Array<[string, readonly string[]]> = [];
-  const routeIndexOf = new Map<number, number>();
-  let lastRoute = -1;
-  let lastIndex = -1;
-  for (let i = 0; i < n; i += 1) {
-    const routeId = store.routes[slots[i] as number] as number;
-    if (routeId !== lastRoute) {
-      let index = routeIndexOf.get(routeId);
-      if (index === undefined) {
-        const route = store.route(routeId);
-        index = routes.length;
-        routes.push([route.exchange, route.routingKeys]);
-        routeIndexOf.set(routeId, index);
-      }
-      lastRoute = routeId;
-      lastIndex = index;
-    }
-    routeIndexes[i] = lastIndex;
-  }
-  const byId = (a: [number, ...unknown[]], b: [number, ...unknown[]]): number => a[0] - b[0];
-  const meta: BinaryMeta = {
-    ...scalarFields(state),
-    messageCount: n,
-    levels: state.ready.length,
-    routes,
-    deaths: [...store.deaths.entries()].sort(byId),
-    expirations: [...store.expirations.entries()].sort(byId),
-    deliveries: [...store.deliveries.entries()].map(([id, d]): [number, ConsumerId, number, number] => [id, d.consumerId, d.tag, d.at]).sort(byId),
-  };
-  const metaBytes = new TextEncoder().encode(JSON.stringify(meta));
-
-  // Per-message columns are gathered one at a time into one scratch array, twice: once
-  // to choose the kind and size, once to write, so the output is allocated exactly once.
-  const scratch = new Float64Array(n);
-  const gather = (column: Float64Array | Int32Array): Float64Array => {
-    for (let i = 0; i < n; i += 1) scratch[i] = column[slots[i] as number] as number;
-    return scratch;
-  };
-  const gatherWith = (valueAt: (slot: number) => number): Float64Array => {
-    for (let i = 0; i < n; i += 1) scratch[i] = valueAt(slots[i] as number);
-    return scratch;
-  };
-  const messageColumns: Array<() => Float64Array | Int32Array> = [
-    () => gather(store.ids),
-    () => gatherWith((slot) => store.sizeAt(slot)),
-    () => gather(store.expiresAts),
-    () => gather(store.notBefores),
-    () => gather(store.deliveryCounts),
-    () => gatherWith((slot) => store.priorityAt(slot)),
-    () => gatherWith((slot) => store.placeCodeAt(slot)),
-    () => routeIndexes,
-  ];
-  const lists: NumberColumn[] = [];
-  for (const level of state.ready) lists.push(level.returned, level.fresh.toFloat64Array());
-  lists.push(state.delayedHeap.toArray(), state.expiryHeap.toArray());
-
-  const kinds = messageColumns.map((column) => columnKind(column()));
-  const listKinds = lists.map((list) => columnKind(list));
-  let total = HEADER_BYTES + 4 + metaBytes.length;
-  for (const kind of kinds) total += columnBytes(kind, n);
-  lists.forEach((list, i) => (total += columnBytes(listKinds[i] as Kind, list.length)));
-
-  const writer = new Writer(total);
-  writer.offset = HEADER_BYTES;
-  writer.u32(metaBytes.length);
-  writer.raw(metaBytes);
-  messageColumns.forEach((column, i) => writer.column(column(), kinds[i]));
-  lists.forEach((list, i) => writer.column(list, listKinds[i]));
-  assert(writer.offset === total, 'snapshot size miscomputed');
-  const bytes = writer.bytes;
-  bytes.set(MAGIC, 0);
-  writer.view.setUint8(3, SNAPSHOT_VERSION);
-  writer.view.setUint32(4, total - HEADER_BYTES, true);
-  writer.view.setUint32(8, crc32(bytes.subarray(HEADER_BYTES)), true);
-  return bytes;
-}
+type MessageColumnReaders = { readonly [K in keyof MessageColumns]: ColumnReader };
 
 export function decodeSnapshot(bytes: Uint8Array): QueueState {
   if (bytes.length < HEADER_BYTES) corrupt(`truncated header (${bytes.length} bytes)`);
@@ -535,22 +823,24 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
   if (meta.move !== undefined && !isMoveState(meta.move)) corrupt('bad move');
   if (meta.getHolders !== undefined) checkGetHolders(meta.getHolders, meta.consumers);
   const n = meta.messageCount;
-  const ids = reader.column('ids', n);
-  const sizes = reader.column('sizes', n);
-  const expiresAts = reader.column('expiresAts', n);
-  const notBefores = reader.column('notBefores', n);
-  const deliveryCounts = reader.column('deliveryCounts', n);
-  const priorities = reader.column('priorities', n);
-  const places = reader.column('places', n);
-  const routeIndexes = reader.column('routes', n);
-  const ready: Array<{ returned: number[]; fresh: Float64Array }> = [];
+  const columns: MessageColumnReaders = {
+    ids: reader.column('ids', n),
+    sizes: reader.column('sizes', n),
+    expiresAts: reader.column('expiresAts', n),
+    notBefores: reader.column('notBefores', n),
+    deliveryCounts: reader.column('deliveryCounts', n),
+    priorities: reader.column('priorities', n),
+    places: reader.column('places', n),
+    routeIndexes: reader.column('routes', n),
+  };
+  const ready: Array<{ returned: number[]; fresh: IdDeque }> = [];
   for (let level = 0; level < meta.levels; level += 1) {
-    const returned = Array.from(reader.column(`ready[${level}].returned`));
-    const fresh = reader.column(`ready[${level}].fresh`);
+    const returned = Array.from(reader.column(`ready[${level}].returned`).readAll());
+    const fresh = IdDeque.adopt(reader.column(`ready[${level}].fresh`).readAll());
     ready.push({ returned, fresh });
   }
-  const delayedHeap = Array.from(reader.column('delayedHeap'));
-  const expiryHeap = Array.from(reader.column('expiryHeap'));
+  const delayedHeap = Array.from(reader.column('delayedHeap').readAll());
+  const expiryHeap = Array.from(reader.column('expiryHeap').readAll());
   if (reader.offset !== bytes.length) corrupt(`${bytes.length - reader.offset} trailing bytes`);
   if (delayedHeap.length % 2 !== 0 || expiryHeap.length % 2 !== 0) corrupt('heap arrays must hold pairs');
 
@@ -560,46 +850,9 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
     }
     return { exchange: route[0], routingKeys: route[1] };
   });
-  const maxPriority = meta.levels - 1;
-  const store = new MessageStore();
-  const deaths = new Map<number, Deaths>(meta.deaths);
-  const expirations = new Map<number, number>(meta.expirations);
-  const noRoute = { exchange: '', routingKeys: [] as readonly string[] };
-  for (let i = 0; i < n; i += 1) {
-    const id = ids[i] as number;
-    if (!Number.isSafeInteger(id) || id < 0 || (i > 0 && id <= (ids[i - 1] as number))) corrupt(`message ids not ascending at ${i}`);
-    const priority = priorities[i] as number;
-    const placeCode = places[i] as number;
-    const route = routes[routeIndexes[i] as number] ?? noRoute;
-    if (route === noRoute || !Number.isInteger(routeIndexes[i])) corrupt(`message ${id} has unknown route ${routeIndexes[i]}`);
-    if (!Number.isInteger(priority) || priority < 0 || priority > maxPriority) corrupt(`message ${id} has priority ${priority}`);
-    const place = PLACE_NAMES[placeCode];
-    if (place === undefined) corrupt(`message ${id} has place code ${placeCode}`);
-    const size = sizes[i] as number;
-    if (!Number.isSafeInteger(size) || size < 0) corrupt(`message ${id} has size ${size}`);
-    const count = deliveryCounts[i] as number;
-    if (!Number.isInteger(count) || count < 0 || count > 0x7fffffff) corrupt(`message ${id} has delivery count ${count}`);
-    const header = store.insert(
-      {
-        id,
-        sizeBytes: size,
-        priority,
-        exchange: route.exchange,
-        routingKeys: route.routingKeys,
-        deaths: deaths.get(id) ?? null,
-        expiresAt: expiresAts[i] as number,
-        expirationMs: expirations.get(id) ?? -1,
-        notBefore: notBefores[i] as number,
-      },
-      place,
-    );
-    if (count !== 0) header.deliveryCount = count;
-  }
-  for (const [id] of deaths) if (!store.has(id)) corrupt(`deaths for unknown message ${id}`);
-  for (const [id, ms] of expirations) {
-    if (!store.has(id)) corrupt(`expiration for unknown message ${id}`);
-    if (typeof ms !== 'number' || ms < 0) corrupt(`bad expiration ${ms} of message ${id}`);
-  }
+  const { store, delivered } = readMessages(columns, routes, meta.levels - 1);
+  restoreDeaths(store, meta.deaths);
+  restoreExpirations(store, meta.expirations);
   for (const entry of meta.deliveries) {
     if (!Array.isArray(entry) || typeof entry[1] !== 'string') corrupt('bad delivery entry');
     const [id, consumerId, tag, at] = entry;
@@ -608,7 +861,7 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
     if (header.place !== 'delivered') corrupt(`delivery of message ${id} in place ${header.place}`);
     header.setDelivery(consumerId, tag, at);
   }
-  if (store.deliveries.size !== countPlace(places, PLACE_CODES.delivered)) corrupt('delivered messages without a delivery');
+  if (store.deliveries.size !== delivered) corrupt('delivered messages without a delivery');
   for (const holder of meta.getHolders ?? []) {
     for (const [tag, id] of holder.unacked) {
       const delivery = store.get(id)?.delivery;
@@ -617,6 +870,74 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
   }
   const { messageCount: _n, levels: _l, routes: _r, deaths: _d, expirations: _e, deliveries: _v, ...rest } = meta;
   return assemble({ ...rest, ready, delayedHeap, expiryHeap }, store);
+}
+
+/**
+ * The messages from their columns into a new store, a chunk at a time: each chunk checked,
+ * then appended in blocks. Also counts those in the delivered place.
+ */
+function readMessages(columns: MessageColumnReaders, routes: readonly Route[], maxPriority: number): { store: MessageStore; delivered: number } {
+  const n = columns.ids.length;
+  // Strictly ascending ids take at least a byte each unless there is at most one: this bounds
+  // the count (and the store allocated for it) by the input's size before anything is allocated.
+  if (columns.ids.kind === Kind.Const && n > 1) corrupt('message ids not ascending at 1');
+  const store = MessageStore.withCapacity(n);
+  let delivered = 0;
+  let lastId = -1;
+  for (let from = 0; from < n; from += CHUNK) {
+    const to = Math.min(n, from + CHUNK);
+    const chunk: MessageColumns = {
+      ids: columns.ids.chunk(from, to),
+      sizes: columns.sizes.chunk(from, to),
+      expiresAts: columns.expiresAts.chunk(from, to),
+      notBefores: columns.notBefores.chunk(from, to),
+      deliveryCounts: columns.deliveryCounts.chunk(from, to),
+      priorities: columns.priorities.chunk(from, to),
+      places: columns.places.chunk(from, to),
+      routeIndexes: columns.routeIndexes.chunk(from, to),
+    };
+    checkMessageColumns(chunk, from, lastId, routes.length, maxPriority);
+    store.appendColumns(chunk, routes);
+    delivered += countPlace(chunk.places, PLACE_CODES.delivered);
+    lastId = chunk.ids[chunk.ids.length - 1] as number;
+  }
+  return { store, delivered };
+}
+
+/** Every value of messages `from`.. in range, as `MessageStore.insert` would check it, and ids ascending from `lastId`. */
+function checkMessageColumns(columns: MessageColumns, from: number, lastId: number, routeCount: number, maxPriority: number): void {
+  const { ids, sizes, deliveryCounts, priorities, places, routeIndexes } = columns;
+  let previous = lastId;
+  for (let i = 0; i < ids.length; i += 1) {
+    const id = ids[i] as number;
+    if (!Number.isSafeInteger(id) || id <= previous) corrupt(`message ids not ascending at ${from + i}`);
+    previous = id;
+    const route = routeIndexes[i] as number;
+    if (!Number.isInteger(route) || route < 0 || route >= routeCount) corrupt(`message ${id} has unknown route ${route}`);
+    const priority = priorities[i] as number;
+    if (!Number.isInteger(priority) || priority < 0 || priority > maxPriority || priority > PRIORITY_MASK) corrupt(`message ${id} has priority ${priority}`);
+    const placeCode = places[i] as number;
+    if (!Number.isInteger(placeCode) || placeCode < 0 || placeCode >= PLACE_NAMES.length) corrupt(`message ${id} has place code ${placeCode}`);
+    const size = sizes[i] as number;
+    if (!Number.isSafeInteger(size) || size < 0) corrupt(`message ${id} has size ${size}`);
+    const count = deliveryCounts[i] as number;
+    if (!Number.isInteger(count) || count < 0 || count > 0x7fffffff) corrupt(`message ${id} has delivery count ${count}`);
+  }
+}
+
+function restoreDeaths(store: MessageStore, entries: Array<[number, Deaths]>): void {
+  for (const [id, deaths] of new Map(entries)) {
+    if (!store.has(id)) corrupt(`deaths for unknown message ${id}`);
+    if (deaths !== null && deaths !== undefined) store.deaths.set(id, deaths);
+  }
+}
+
+function restoreExpirations(store: MessageStore, entries: Array<[number, number]>): void {
+  for (const [id, ms] of new Map(entries)) {
+    if (!store.has(id)) corrupt(`expiration for unknown message ${id}`);
+    if (typeof ms !== 'number' || !(ms >= 0)) corrupt(`bad expiration ${ms} of message ${id}`);
+    store.expirations.set(id, ms);
+  }
 }
 
 function isMoveState(value: unknown): value is MoveState {

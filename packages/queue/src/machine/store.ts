@@ -41,6 +41,24 @@ export interface PlainMessageHeader extends NewMessage {
   readonly deliveredAt: number;
 }
 
+/** An exchange and the routing keys a message was published with. */
+export interface Route {
+  readonly exchange: string;
+  readonly routingKeys: readonly string[];
+}
+
+/** Messages as columns in id order (binary snapshots): places as `PLACE_CODE`, routes as indexes into a route list. */
+export interface MessageColumns {
+  readonly ids: Float64Array;
+  readonly sizes: Float64Array;
+  readonly expiresAts: Float64Array;
+  readonly notBefores: Float64Array;
+  readonly deliveryCounts: Float64Array;
+  readonly priorities: Float64Array;
+  readonly places: Float64Array;
+  readonly routeIndexes: Float64Array;
+}
+
 export interface Delivery {
   readonly consumerId: ConsumerId;
   readonly tag: number;
@@ -48,12 +66,14 @@ export interface Delivery {
 }
 
 const INITIAL_CAPACITY = 16;
+/** `slotsInIdOrder` uses a table by id when the live ids span at most this many times their number. */
+const DENSE_SPAN = 8;
 
 /** The `sizes` column holds sizes below this; a larger size is in `bigSizes` (rare). */
-const SIZE_ESCAPE = 0xffffffff;
+export const SIZE_ESCAPE = 0xffffffff;
 /** `flags` = priority (0..31, 5 bits) | place code << 5 (3 bits). */
-const PRIORITY_BITS = 5;
-const PRIORITY_MASK = (1 << PRIORITY_BITS) - 1;
+export const PRIORITY_BITS = 5;
+export const PRIORITY_MASK = (1 << PRIORITY_BITS) - 1;
 
 /** A view of one live message's header, backed by the store's columns. */
 export class MessageHeader {
@@ -234,8 +254,74 @@ export class MessageStore {
     return lowest;
   }
 
-  /** Live slots in id order (binary snapshots): sorts the ids natively, then looks them up. */
+  /**
+   * The first slot when the live slots are consecutive and in id order (messages enqueued in
+   * order, none freed between them; binary snapshots copy such column ranges whole), else -1.
+   */
+  liveSlotRun(): number {
+    let start = 0;
+    while (start < this.used && (this.ids[start] as number) < 0) start += 1;
+    // The next `count` slots must all be live (a free slot's id is -1) and their ids ascending.
+    const end = start + this.count;
+    for (let slot = start + 1; slot < end; slot += 1) if (!((this.ids[slot] as number) > (this.ids[slot - 1] as number))) return -1;
+    return start;
+  }
+
+  /**
+   * Live slots in id order (binary snapshots). Cheapest first: slot order is often id order
+   * already (in-order enqueues into fresh slots); else, when the ids are dense, a table by
+   * id; else a sort.
+   */
   slotsInIdOrder(): Int32Array {
+    return this.liveSlotsIfInIdOrder() ?? this.liveSlotsByIdTable() ?? this.liveSlotsBySort();
+  }
+
+  /** The live slots in slot order, or null if their ids are not ascending in that order. */
+  private liveSlotsIfInIdOrder(): Int32Array | null {
+    const slots = new Int32Array(this.count);
+    let n = 0;
+    let last = -1;
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id < 0) continue;
+      if (id <= last) return null;
+      last = id;
+      slots[n++] = slot;
+    }
+    return slots;
+  }
+
+  /**
+   * A table indexed by id - lowest id, then one sweep: no sort, no hash lookups. Only when
+   * the ids span at most DENSE_SPAN times their number (else null), which bounds the table.
+   */
+  private liveSlotsByIdTable(): Int32Array | null {
+    let lowest = Infinity;
+    let highest = -Infinity;
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id < 0) continue;
+      if (id < lowest) lowest = id;
+      if (id > highest) highest = id;
+    }
+    const span = highest - lowest + 1;
+    if (!(span <= DENSE_SPAN * this.count)) return null;
+    const table = new Int32Array(span); // slot + 1 by id - lowest; 0 = no message
+    for (let slot = 0; slot < this.used; slot += 1) {
+      const id = this.ids[slot] as number;
+      if (id >= 0) table[id - lowest] = slot + 1;
+    }
+    // Compacted in place into the slots in id order (each lands at or before where it was read).
+    let n = 0;
+    for (let i = 0; i < span; i += 1) {
+      const entry = table[i] as number;
+      if (entry !== 0) table[n++] = entry - 1;
+    }
+    return table.subarray(0, n);
+  }
+
+  /** Sorts the ids natively, then looks each one up. */
+  private liveSlotsBySort(): Int32Array {
     const ids = new Float64Array(this.count);
     let n = 0;
     for (let slot = 0; slot < this.used; slot += 1) {
@@ -261,8 +347,14 @@ export class MessageStore {
     return (this.flags[slot] as number) >> PRIORITY_BITS;
   }
 
+  /** The route id of every live message when they all share one (binary snapshots), else -1. */
+  soleRoute(): number {
+    if (this.count === 0) return -1;
+    return this.routeTable.findIndex((entry) => entry !== undefined && entry.refs === this.count);
+  }
+
   /** The interned (exchange, routing keys) of a route id (binary snapshots). */
-  route(routeId: number): { readonly exchange: string; readonly routingKeys: readonly string[] } {
+  route(routeId: number): Route {
     const entry = this.routeTable[routeId];
     assert(entry !== undefined, () => `unknown route ${routeId}`);
     return entry;
@@ -291,6 +383,79 @@ export class MessageStore {
     this.indexInsert(message.id, slot);
     this.count += 1;
     return new MessageHeader(this, slot, message.id);
+  }
+
+  /** An empty store with room for `n` messages without regrowth (binary snapshot restore). */
+  static withCapacity(n: number): MessageStore {
+    const store = new MessageStore();
+    const capacity = Math.max(INITIAL_CAPACITY, 2 ** Math.ceil(Math.log2(Math.max(1, n))));
+    store.ids = new Float64Array(capacity).fill(-1);
+    store.sizes = new Uint32Array(capacity);
+    store.expiresAts = new Float64Array(capacity);
+    store.notBefores = new Float64Array(capacity);
+    store.deliveryCounts = new Int32Array(capacity);
+    store.routes = new Int32Array(capacity);
+    store.flags = new Uint8Array(capacity);
+    store.index = new Int32Array(capacity * 2);
+    return store;
+  }
+
+  /**
+   * Appends messages given as columns in id order (binary snapshot restore), in the next
+   * fresh slots: block copies instead of one insert each. The caller has checked every value
+   * as `insert` would, and that the ids are above all in the store; there must be room (see
+   * `withCapacity`) and no freed slot.
+   */
+  appendColumns(columns: MessageColumns, routes: readonly Route[]): void {
+    const n = columns.ids.length;
+    const first = this.used;
+    assert(first + n <= this.capacity && this.freeHead < 0, 'appendColumns: no room for the messages');
+    this.ids.set(columns.ids, first);
+    this.expiresAts.set(columns.expiresAts, first);
+    this.notBefores.set(columns.notBefores, first);
+    this.deliveryCounts.set(columns.deliveryCounts, first);
+    this.appendSizes(first, columns.ids, columns.sizes);
+    this.appendFlags(first, columns.priorities, columns.places);
+    this.appendRoutes(first, columns.routeIndexes, routes);
+    this.used += n;
+    for (let i = 0; i < n; i += 1) {
+      this.indexInsert(columns.ids[i] as number, first + i);
+      this.count += 1;
+    }
+  }
+
+  /** Sizes from slot `first` on, escaping those of 4 GiB or more into `bigSizes`. */
+  private appendSizes(first: number, ids: Float64Array, sizes: Float64Array): void {
+    for (let i = 0; i < sizes.length; i += 1) {
+      const size = sizes[i] as number;
+      if (size < SIZE_ESCAPE) {
+        this.sizes[first + i] = size;
+      } else {
+        this.sizes[first + i] = SIZE_ESCAPE;
+        this.bigSizes.set(ids[i] as number, size);
+      }
+    }
+  }
+
+  private appendFlags(first: number, priorities: Float64Array, places: Float64Array): void {
+    for (let i = 0; i < priorities.length; i += 1) this.flags[first + i] = (priorities[i] as number) | ((places[i] as number) << PRIORITY_BITS);
+  }
+
+  /** Interns `routes[index]` per message: once per run of equal indexes, a reference more for each message after. */
+  private appendRoutes(first: number, routeIndexes: Float64Array, routes: readonly Route[]): void {
+    let lastIndex = -1;
+    let routeId = -1;
+    for (let i = 0; i < routeIndexes.length; i += 1) {
+      const index = routeIndexes[i] as number;
+      if (index !== lastIndex) {
+        const route = routes[index] as Route;
+        routeId = this.internRoute(route.exchange, route.routingKeys);
+        lastIndex = index;
+      } else {
+        (this.routeTable[routeId] as { refs: number }).refs += 1;
+      }
+      this.routes[first + i] = routeId;
+    }
   }
 
   /** Restores a header exactly (snapshot restore). */
