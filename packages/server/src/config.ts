@@ -25,7 +25,7 @@ export interface NodeConfig {
   readonly snapshotInterval: number;
   /**
    * A queue snapshots only once its log grew by this many bytes (and by `snapshotInterval`
-   * commands, and by 128 bytes per live message): the log a quiet queue keeps in memory.
+   * commands, and by 64 bytes per live message): the log a quiet queue keeps in memory.
    */
   readonly snapshotLogBytesMin: number;
   /** Bound of the message store's read-ahead cache (bytes of messages read from disk, kept for the next reads). */

@@ -476,6 +476,8 @@ export function encodeQueueSnapshot(machine: Uint8Array, messages: ReadonlyArray
  * replaced 0.60 (even, and a node decodes a snapshot once per restore).
  */
 export function decodeQueueSnapshot(data: Uint8Array): DecodedQueueSnapshot {
+  const local = readLocalSnapshot(data);
+  if (local !== null) return local;
   const snapshot = pb.QueueSnapshot.decode(data);
   const messages = new Map<number, Uint8Array>();
   for (const stored of snapshot.messages) if (stored.message != null) messages.set(stored.id ?? 0, Buffer.from(stored.message));
@@ -484,6 +486,66 @@ export function decodeQueueSnapshot(data: Uint8Array): DecodedQueueSnapshot {
   const recordIds = sums(snapshot.recordIdDeltas, 'record');
   if (messageIds.length !== recordIds.length) throw new Error(`queue snapshot: ${messageIds.length} message ids but ${recordIds.length} record ids`);
   return { machine: snapshot.machine, messages, refs: { storeId: snapshot.storeId, messageIds, recordIds } };
+}
+
+/**
+ * Reads a local snapshot as encodeQueueSnapshotRefs writes it (the machine, the store id, the
+ * two packed delta lists), by hand: the generated decoder took ~0.8 µs a message, in a
+ * node's restart with a large backlog. Returns null for anything else (a portable snapshot,
+ * fields in another layout): the generated decoder reads those.
+ */
+function readLocalSnapshot(data: Uint8Array): DecodedQueueSnapshot | null {
+  const buf = asBuffer(data);
+  const cursor = { at: 0 };
+  let machine: Uint8Array | null = null;
+  let storeId: string | null = null;
+  let messageIds: number[] | null = null;
+  let recordIds: number[] | null = null;
+  while (cursor.at < buf.length) {
+    const tag = buf[cursor.at++]!;
+    if (tag !== SNAPSHOT_MACHINE && tag !== SNAPSHOT_STORE_ID && tag !== SNAPSHOT_MESSAGE_ID_DELTAS && tag !== SNAPSHOT_RECORD_ID_DELTAS) return null;
+    const length = readVarintAt(buf, cursor);
+    const end = cursor.at + length;
+    if (end > buf.length) throw new Error('queue snapshot: a field past the end');
+    if (tag === SNAPSHOT_MACHINE) machine = buf.subarray(cursor.at, end);
+    else if (tag === SNAPSHOT_STORE_ID) storeId = buf.toString('utf8', cursor.at, end);
+    else {
+      const sums: number[] = [];
+      let value = 0;
+      const inner = { at: cursor.at };
+      while (inner.at < end) {
+        const zigzagged = readVarintAt(buf, inner);
+        value += zigzagged % 2 === 0 ? zigzagged / 2 : -(zigzagged + 1) / 2;
+        if (!Number.isSafeInteger(value) || value < 0) {
+          throw new Error(`queue snapshot: ${tag === SNAPSHOT_MESSAGE_ID_DELTAS ? 'message' : 'record'} id ${value} at position ${sums.length}`);
+        }
+        sums.push(value);
+      }
+      if (inner.at !== end) throw new Error('queue snapshot: packed ids past their end');
+      if (tag === SNAPSHOT_MESSAGE_ID_DELTAS) messageIds = sums;
+      else recordIds = sums;
+    }
+    cursor.at = end;
+  }
+  if (machine === null || storeId === null || storeId === '') return null;
+  messageIds ??= [];
+  recordIds ??= [];
+  if (messageIds.length !== recordIds.length) throw new Error(`queue snapshot: ${messageIds.length} message ids but ${recordIds.length} record ids`);
+  return { machine, messages: new Map(), refs: { storeId, messageIds, recordIds } };
+}
+
+/** A varint of up to 2^53 at `cursor.at` (moved past it). */
+function readVarintAt(buf: Buffer, cursor: { at: number }): number {
+  let value = 0;
+  let scale = 1;
+  for (let i = 0; i < 8; i++) {
+    if (cursor.at >= buf.length) throw new Error('queue snapshot: a varint past the end');
+    const byte = buf[cursor.at++]!;
+    value += (byte & 0x7f) * scale;
+    if (byte < 0x80) return value;
+    scale *= 128;
+  }
+  throw new Error('queue snapshot: a varint beyond 2^53');
 }
 
 /** Running sums of decoded deltas, each a safe non-negative integer or the snapshot is corrupt. */

@@ -57,7 +57,7 @@ const OK: Reply = { type: 'ok' };
  * this bounds that cost per logged byte; the log it lets stay in memory is this many bytes
  * per live message. See docs/architecture.md ("The message store") for the figures.
  */
-export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 128;
+export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 64;
 
 /**
  * A snapshot is also due once the bytes of messages that left but that the latest snapshot
@@ -248,21 +248,25 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   restore(data: Uint8Array): void {
     this.commandsSinceSnapshot = 0;
     this.logBytesSinceSnapshot = 0;
-    const snapshot = decodeQueueSnapshot(data);
+    const adopted = this.options.adopted?.take(this.groupId) ?? null;
+    // The snapshot the node adopted records for at its start is this one: decoded already.
+    const snapshot = adopted !== null && adopted.data === data ? adopted.snapshot : decodeQueueSnapshot(data);
     this.state = decodeSnapshot(snapshot.machine);
     this.bodies.clear();
     if (snapshot.refs === null) {
       // Portable (sent by the leader, or saved by a release before the message store).
+      adopted?.releaseRest();
       for (const [id, message] of snapshot.messages) this.bodies.put(id, message);
       this.restoredPortable = true;
       return;
     }
     this.restoredPortable = false;
     const { storeId, messageIds, recordIds } = snapshot.refs;
-    const adopted = storeId === this.bodies.store.storeId ? (this.options.adopted?.take(this.groupId) ?? null) : null;
+    const ours = storeId === this.bodies.store.storeId ? adopted : null;
+    const sameList = ours !== null && ours.snapshot === snapshot;
     let lost = 0;
     for (let i = 0; i < messageIds.length; i++) {
-      const handle = adopted?.take(recordIds[i]!);
+      const handle = ours === null ? undefined : sameList ? ours.take(i) : ours.takeRecord(recordIds[i]!);
       if (handle === undefined) lost++;
       else this.bodies.adopt(messageIds[i]!, handle);
     }

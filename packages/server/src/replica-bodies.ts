@@ -16,8 +16,10 @@
  */
 import type { BodyHandle, MessageStoreApi } from '@quorumq/storage';
 
+import { IdHandleIndex } from './id-handle-index.js';
+
 export class ReplicaBodies {
-  private readonly live = new Map<number, BodyHandle>();
+  private readonly live = new IdHandleIndex();
   /** Left after the latest snapshot listed them: readable until the next snapshot is saved. */
   private pinned = new Map<number, BodyHandle>();
   /** Listed by the snapshot being replaced on disk: released once its successor is saved. */
@@ -40,16 +42,15 @@ export class ReplicaBodies {
   }
 
   has(id: number): boolean {
-    return this.live.has(id);
+    return this.live.get(id) !== undefined;
   }
 
   /** Stores a message's bytes (copied) under `id`; a `key` shares the record of a fan-out. */
   put(id: number, bytes: Uint8Array, key?: string): void {
     const handle = this.store.put(bytes, key);
-    const previous = this.live.get(id);
+    const previous = this.live.set(id, handle);
     if (previous !== undefined) this.drop(id, previous);
-    this.live.set(id, handle);
-    this.bytes += this.store.size(handle);
+    this.bytes += bytes.byteLength;
   }
 
   /** Takes over a handle the caller holds a reference to (a record adopted at startup). */
@@ -66,10 +67,8 @@ export class ReplicaBodies {
 
   /** The message left the queue. */
   delete(id: number): void {
-    const handle = this.live.get(id);
-    if (handle === undefined) return;
-    this.live.delete(id);
-    this.drop(id, handle);
+    const handle = this.live.delete(id);
+    if (handle !== undefined) this.drop(id, handle);
   }
 
   private drop(id: number, handle: BodyHandle): void {
@@ -89,13 +88,12 @@ export class ReplicaBodies {
    */
   sweep(has: (id: number) => boolean, remaining: number): void {
     if (this.live.size <= remaining) return;
-    for (const id of this.live.keys()) {
-      if (has(id)) break;
-      this.delete(id);
-    }
-    if (this.live.size > 2 * remaining + 1024) {
-      for (const id of this.live.keys()) if (!has(id)) this.delete(id);
-    }
+    for (let id = this.live.first(); id !== undefined && !has(id); id = this.live.first()) this.delete(id);
+    if (this.live.size > 2 * remaining + 1024) this.deleteUnless(has);
+  }
+
+  private deleteUnless(has: (id: number) => boolean): void {
+    for (const id of this.live.liveIds()) if (!has(id)) this.delete(id);
   }
 
   /**
@@ -104,16 +102,20 @@ export class ReplicaBodies {
    * what leaves among them.
    */
   snapshotTaken(has: (id: number) => boolean): { messageIds: number[]; recordIds: number[] } {
-    for (const id of this.live.keys()) if (!has(id)) this.delete(id);
+    let stale = 0;
+    this.live.forEach((id) => {
+      if (!has(id)) stale++;
+    });
+    if (stale > 0) this.deleteUnless(has);
     const messageIds = new Array<number>(this.live.size);
     const recordIds = new Array<number>(this.live.size);
     let i = 0;
     let last = -1;
-    for (const [id, handle] of this.live) {
+    this.live.forEach((id, handle) => {
       messageIds[i] = id;
       recordIds[i++] = this.store.recordId(handle);
       last = id;
-    }
+    });
     for (const handle of this.pinned.values()) this.releasing.push(handle);
     this.pinned = new Map();
     this.pinnedBytes = 0;
@@ -138,7 +140,7 @@ export class ReplicaBodies {
 
   /** Releases every record (the replica is replaced by a portable snapshot, or deleted). */
   clear(): void {
-    for (const handle of this.live.values()) this.store.release(handle);
+    this.live.forEach((_id, handle) => this.store.release(handle));
     for (const handle of this.pinned.values()) this.store.release(handle);
     for (const handle of this.releasing) this.store.release(handle);
     this.live.clear();

@@ -70,7 +70,7 @@ describe('a queue replica applying batch entries', () => {
   it(`is due for a snapshot once the log grew by snapshotInterval commands and ${SNAPSHOT_LOG_BYTES_PER_MESSAGE} bytes per live message`, () => {
     const r = replica();
     let index = 1;
-    // 100 small messages: the log grew by far less than 128 bytes per live message.
+    // 100 small messages: the log grew by far less than SNAPSHOT_LOG_BYTES_PER_MESSAGE bytes per live message.
     let bytes = logged(r, index++, encodeQueueBatch(Array.from({ length: 100 }, (_, i) => enqueue(i)), 0));
     let commands = 100;
     expect(r.state.messages.size).toBe(100);
