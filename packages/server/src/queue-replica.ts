@@ -24,10 +24,10 @@ import {
 } from '@quorumq/queue';
 import type { Entry } from '@quorumq/raft';
 
-import type { GroupMachine, PortableSnapshotBuild } from './raft-group.js';
 import { MessageStoreWriteError, type MessageStoreApi } from '@quorumq/storage';
 
 import type { AdoptedBodies } from './adopted-bodies.js';
+import type { GroupMachine, PortableSnapshotBuild } from './raft-group.js';
 import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, encodeQueueSnapshotRefs, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
 import { ReplicaBodies } from './replica-bodies.js';
 import type { OutgoingDelivery } from './wire.js';
@@ -140,12 +140,25 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     // its dead-letter carries the publisher's message. Decided from the result alone, so
     // every replica keeps the same bodies; an at-most-once one is swept once it left.
     if (message !== null && (reply.type === 'enqueued' || (reply.type === 'rejected' && deadLettersItself(result.effects, index)))) {
-      this.bodies.put(index, message, key ?? undefined);
+      this.storeBody(index, message, key);
     }
     let stored: pb.Message | undefined;
     if (reply.type === 'message') stored = this.message(reply.message.messageId);
     if (leader && result.effects.length > 0) this.sink.onEffects(this, result.effects);
     return stored === undefined ? { reply } : { reply, stored };
+  }
+
+  /**
+   * Puts a message's bytes into the store. The store refuses only what no node of this
+   * version proposes (a message over its size limit) or anything once it is closing: the
+   * message then has no bytes here (reported), and apply goes on: no entry makes it throw.
+   */
+  private storeBody(id: number, message: Uint8Array, key: string | null): void {
+    try {
+      this.bodies.put(id, message, key ?? undefined);
+    } catch {
+      this.options.onLostBodies?.(this, 1);
+    }
   }
 
   /** Drops bodies of messages that left the queue. Cheap when the queue is consumed in order. */

@@ -185,6 +185,23 @@ describe('ReplicaBodies', () => {
       expect(bodies.bytes).toBe(16);
     });
 
+    it('behind a held head, keeps at most 64 (or an eighth of those held) messages that left', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      // An unacked head (0) and 1,000 messages behind it, consumed one by one.
+      for (let id = 0; id <= 1000; id++) bodies.put(id, bytesOf(id, 8));
+      const held = new Set(Array.from({ length: 1001 }, (_, id) => id));
+      let most = 0;
+      for (let id = 1; id <= 1000; id++) {
+        held.delete(id);
+        bodies.sweep((m) => held.has(m), held.size);
+        most = Math.max(most, bodies.size - held.size);
+      }
+      expect(most).toBeLessThanOrEqual(Math.max(65, Math.ceil(1001 / 8) + 1));
+      expect(bodies.size - held.size).toBeLessThanOrEqual(65);
+      expect(live(store)).toBe(bodies.size);
+    });
+
     it('pins what it deletes if the latest snapshot listed it', async () => {
       const store = await stores.open();
       const bodies = new ReplicaBodies(store);
