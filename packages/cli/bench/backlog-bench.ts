@@ -41,7 +41,9 @@ function diskOf(cluster: LocalCluster): number[] {
 const line = (label: string, values: number[]): string => `${label.padEnd(34)} ${values.map(mb).join(' / ')}`;
 
 async function publishAll(client: QuorumqClient): Promise<number> {
-  const publisher = client.createPublisher({ maxInFlight: IN_FLIGHT });
+  // A producer id: a message whose queue's leadership moved while it was in flight is re-sent
+  // (deduplicated), as a user who cannot lose one would publish.
+  const publisher = client.createPublisher({ maxInFlight: IN_FLIGHT, producerId: 'backlog-bench' });
   const started = performance.now();
   let failure: unknown = null;
   let outstanding = 0;

@@ -41,6 +41,9 @@ interface Pending {
   sentOn: number;
   /** Whether it was written on an earlier stream too (a re-send). */
   resent: boolean;
+  /** Times the broker answered it with a retriable failure (UNAVAILABLE), and since when. */
+  failures: number;
+  failingSince: number | undefined;
 }
 
 type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], quorumq.v1.PublishOutcomes>;
@@ -60,7 +63,10 @@ export const BATCH_BYTES_MAX = 4 * 1024 * 1024;
  * QuorumqError (reason 'STREAM_BROKEN'); the next publish opens a new stream. With a producerId,
  * the publisher reopens the stream (on the next node, with back-off, for at most the client's
  * `failoverTimeoutMs`) and re-sends every unconfirmed message with its original sequence; a
- * DUPLICATE outcome for a re-sent message resolves as 'confirmed'.
+ * DUPLICATE outcome for a re-sent message resolves as 'confirmed'. With a producerId, a message
+ * the broker answers UNAVAILABLE (its queue's leadership moved while it held the message, or
+ * the queue has no leader yet) is re-sent the same way, with back-off, for at most
+ * `failoverTimeoutMs`; without one, that publish rejects with the retriable error.
  */
 export class Publisher {
   private readonly maxInFlight: number;
@@ -81,6 +87,8 @@ export class Publisher {
   private failures = 0;
   private failingSince: number | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  /** Re-sends waiting out their back-off (see resendLater). */
+  private readonly resendTimers = new Set<NodeJS.Timeout>();
   private preferred: string | undefined;
   private closed = false;
 
@@ -141,7 +149,7 @@ export class Publisher {
         body: parts.body,
         rest: parts.rest,
       };
-      const entry: Pending = { id, request, wire, resolve, reject, sentOn: 0, resent: false };
+      const entry: Pending = { id, request, wire, resolve, reject, sentOn: 0, resent: false, failures: 0, failingSince: undefined };
       this.pending.set(id, entry);
       if (this.call !== undefined) this.write(entry);
       else if (this.reconnectTimer === undefined) this.open();
@@ -171,6 +179,8 @@ export class Publisher {
     this.closed = true;
     if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer);
     this.reconnectTimer = undefined;
+    for (const timer of this.resendTimers) clearTimeout(timer);
+    this.resendTimers.clear();
     const call = this.call;
     this.call = undefined;
     this.generation += 1;
@@ -293,12 +303,36 @@ export class Publisher {
     try {
       result = toPublishResult(response, address);
     } catch (error) {
-      this.settle(entry, { error: toQuorumqError(error, address) });
+      const failure = toQuorumqError(error, address);
+      if (!this.resendLater(entry, failure)) this.settle(entry, { error: failure });
       return;
     }
+    entry.failures = 0;
+    entry.failingSince = undefined;
     // A re-sent message the broker had already committed: it is confirmed.
     if (result.outcome === 'duplicate' && entry.resent) result = { ...result, outcome: 'confirmed' };
     this.settle(entry, { result });
+  }
+
+  /**
+   * With a producerId, a message the broker could not settle (UNAVAILABLE: the outcome is
+   * unknown or nothing was done) is written again after a back-off, with its sequence: the
+   * broker's deduplication keeps one copy. False when it must fail instead.
+   */
+  private resendLater(entry: Pending, error: QuorumqError): boolean {
+    if (this.producerId === undefined || this.closed || !shouldFailover(error)) return false;
+    const now = Date.now();
+    entry.failingSince ??= now;
+    const wait = this.transport.backoff(entry.failures);
+    entry.failures += 1;
+    if (now + wait - entry.failingSince >= this.transport.failoverTimeoutMs) return false;
+    entry.resent = true;
+    const timer = setTimeout(() => {
+      this.resendTimers.delete(timer);
+      if (!this.closed && this.pending.get(entry.id) === entry) this.write(entry);
+    }, wait);
+    this.resendTimers.add(timer);
+    return true;
   }
 
   private onBroken(status: StatusObject, address: string): void {

@@ -124,6 +124,8 @@ export class FakeBroker {
   maxOutstanding = 0;
   /** The outcome to return for the next stream / unary publishes, overriding routing. */
   readonly forcedOutcomes: Array<quorumq.v1.PublishResponse.$Properties> = [];
+  /** Stream publishes to commit and then answer UNAVAILABLE / OUTCOME_UNKNOWN (leadership moved after the commit). */
+  commitThenUnknown = 0;
   /** Errors to answer unary publishes with after storing them (the call broke after the commit), one per call. */
   readonly failAfterStore: InjectedError[] = [];
   /** How long a consume stream the client half-closed takes to end (the broker committing its cancel). */
@@ -235,7 +237,13 @@ export class FakeBroker {
       this.outstanding -= 1;
       if (!call.cancelled && call.writable) call.write({ outcomes: [response] });
     };
-    if (this.publishMode === 'hold') this.held.push(() => answer(this.doPublish(r)));
+    if (this.commitThenUnknown > 0) {
+      this.commitThenUnknown -= 1;
+      const committed = this.doPublish(r);
+      setImmediate(() =>
+        answer({ publishId: committed.publishId, outcome: v1.PublishOutcome.PUBLISH_OUTCOME_FAILED, statusCode: grpc.status.UNAVAILABLE, errorReason: 'OUTCOME_UNKNOWN' }),
+      );
+    } else if (this.publishMode === 'hold') this.held.push(() => answer(this.doPublish(r)));
     else if (this.publishMode === 'commit-and-hold') {
       const response = this.doPublish(r);
       this.held.push(() => answer(response));

@@ -1,3 +1,5 @@
+import * as grpc from '@grpc/grpc-js';
+import { quorumq } from '@quorumq/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, QuorumqError, type PublishResult, type QuorumqClient } from '../src/index.js';
 import { wireNumber } from '../src/longs.js';
@@ -127,6 +129,53 @@ describe('Publisher', () => {
     expect(b.publishRequests).toHaveLength(0); // nothing re-sent without dedup
     expect((await publisher.publish('jobs', 'z')).outcome).toBe('confirmed');
     expect(b.publishRequests).toHaveLength(1);
+    await publisher.close();
+  });
+
+  it('with a producerId, re-sends a message the broker answered UNAVAILABLE (outcome unknown or not done), and it is stored once', async () => {
+    const { brokers, client } = await cluster(1);
+    const [a] = brokers;
+    if (a === undefined) throw new Error('no broker');
+    // The first is committed but its leader moved before the confirm; the second was not done.
+    a.commitThenUnknown = 1;
+    const publisher = client.createPublisher({ producerId: 'billing', firstSequence: 7 });
+    const first = publisher.publish('jobs', 'a');
+    await waitFor(() => a.publishRequests.length === 1, 2_000, 'the first publish');
+    a.forcedOutcomes.push({ outcome: quorumq.v1.PublishOutcome.PUBLISH_OUTCOME_FAILED, statusCode: grpc.status.UNAVAILABLE, errorReason: 'NO_LEADER' });
+    const second = publisher.publish('jobs', 'b');
+    const results = await Promise.all([first, second]);
+    expect(results.map((r) => r.outcome)).toEqual(['confirmed', 'confirmed']);
+    // Each sent twice with its own sequence; the queue holds each once.
+    expect(a.publishRequests.map((r) => wireNumber(r.sequence))).toEqual([7, 8, 7, 8]);
+    expect(a.state.queues.get('jobs')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['a', 'b']);
+    await publisher.close();
+  });
+
+  it('without a producerId, rejects a publish the broker answered UNAVAILABLE, with the retriable error', async () => {
+    const { brokers, client } = await cluster(1);
+    const [a] = brokers;
+    if (a === undefined) throw new Error('no broker');
+    a.commitThenUnknown = 1;
+    const publisher = client.createPublisher();
+    const error = await publisher.publish('jobs', 'a').catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'UNAVAILABLE', reason: 'OUTCOME_UNKNOWN', retriable: true });
+    expect(a.publishRequests).toHaveLength(1);
+    await publisher.close();
+  });
+
+  it('with a producerId, stops re-sending a message the broker keeps answering UNAVAILABLE after the failover timeout', async () => {
+    const { brokers, client } = await cluster(1);
+    const [a] = brokers;
+    if (a === undefined) throw new Error('no broker');
+    for (let i = 0; i < 1000; i++) a.forcedOutcomes.push({ outcome: quorumq.v1.PublishOutcome.PUBLISH_OUTCOME_FAILED, statusCode: grpc.status.UNAVAILABLE, errorReason: 'NO_LEADER' });
+    const publisher = client.createPublisher({ producerId: 'p' });
+    const started = Date.now();
+    const error = await publisher.publish('jobs', 'x').catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'UNAVAILABLE', reason: 'NO_LEADER', retriable: true });
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(1_000); // the cluster's failoverTimeoutMs is 2 s, back-off at most 50 ms
+    expect(elapsed).toBeLessThan(5_000);
+    expect(a.publishRequests.length).toBeGreaterThan(3);
     await publisher.close();
   });
 

@@ -149,13 +149,21 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   }
 
   /**
-   * Puts a message's bytes into the store. The store refuses only what no node of this
-   * version proposes (a message over its size limit) or anything once it is closing: the
-   * message then has no bytes here (reported), and apply goes on: no entry makes it throw.
+   * Keeps a message's bytes: held as a view of its entry until the replica holds a few
+   * megabytes or snapshots (see ReplicaBodies), or put into the store at once when it is a
+   * fan-out's (its key shares one record between the queues). The store refuses only what
+   * no node of this version proposes (a message over its size limit) or anything once it is
+   * closing: the message then has no bytes here (reported), and apply goes on: no entry
+   * makes it throw.
    */
   private storeBody(id: number, message: Uint8Array, key: string | null): void {
+    if (key === null) {
+      const lost = this.bodies.hold(id, message);
+      if (lost > 0) this.options.onLostBodies?.(this, lost);
+      return;
+    }
     try {
-      this.bodies.put(id, message, key ?? undefined);
+      this.bodies.put(id, message, key);
     } catch {
       this.options.onLostBodies?.(this, 1);
     }
@@ -206,7 +214,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     this.logBytesSinceSnapshot = 0;
     this.restoredPortable = false;
     const messages = this.state.messages;
-    const { messageIds, recordIds } = this.bodies.snapshotTaken((id) => messages.has(id));
+    const { messageIds, recordIds, lost } = this.bodies.snapshotTaken((id) => messages.has(id));
+    if (lost > 0) this.options.onLostBodies?.(this, lost);
     return encodeQueueSnapshotRefs(encodeSnapshot(this.state), { storeId: this.bodies.store.storeId, messageIds, recordIds });
   }
 

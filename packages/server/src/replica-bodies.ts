@@ -21,8 +21,18 @@ import { IdHandleIndex } from './id-handle-index.js';
 /** Messages that left from behind the front are swept once there are this many (or an eighth of those left). */
 const SWEEP_STALE_MIN = 64;
 
+/** Bytes a replica holds as views of log entries before it puts them into the store. */
+export const HOLD_BYTES_MAX = 4 * 1024 * 1024;
+
+/** The index's handle of a held message (store handles are >= 0; the index's hole is -1). */
+const HELD = -2;
+
 export class ReplicaBodies {
   private readonly live = new IdHandleIndex();
+  /** Held messages (handle HELD in `live`): their bytes, views of log entries, in id order. */
+  private held = new Map<number, Uint8Array>();
+  /** Sum of the held messages' byte lengths. */
+  private heldBytes = 0;
   /** Left after the latest snapshot listed them: readable until the next snapshot is saved. */
   private pinned = new Map<number, BodyHandle>();
   /** Listed by the snapshot being replaced on disk: released once its successor is saved. */
@@ -56,15 +66,55 @@ export class ReplicaBodies {
     this.bytes += bytes.byteLength;
   }
 
+  /**
+   * Keeps `bytes` (not copied: a view of the log entry that carried the message) under `id`
+   * until the replica holds HOLD_BYTES_MAX, then puts what it holds into the store. Returns
+   * how many messages the store refused then (see `storeHeld`).
+   */
+  hold(id: number, bytes: Uint8Array): number {
+    const previous = this.live.set(id, HELD);
+    if (previous !== undefined) this.drop(id, previous);
+    this.held.set(id, bytes);
+    this.heldBytes += bytes.byteLength;
+    this.bytes += bytes.byteLength;
+    return this.heldBytes >= HOLD_BYTES_MAX ? this.storeHeld() : 0;
+  }
+
+  /**
+   * Puts every held message into the store, in id order. A message the store refuses (over
+   * its size limit, or the store is closing) loses its bytes; returns how many did.
+   */
+  storeHeld(): number {
+    if (this.held.size === 0) return 0;
+    const held = this.held;
+    this.held = new Map();
+    this.heldBytes = 0;
+    let lost = 0;
+    for (const [id, bytes] of held) {
+      try {
+        this.live.set(id, this.store.put(bytes));
+      } catch {
+        this.live.delete(id);
+        this.bytes -= bytes.byteLength;
+        lost++;
+      }
+    }
+    return lost;
+  }
+
   /** Takes over a handle the caller holds a reference to (a record adopted at startup). */
   adopt(id: number, handle: BodyHandle): void {
     this.live.set(id, handle);
     this.bytes += this.store.size(handle);
   }
 
-  /** A live or pinned message's bytes; undefined when it has none or they cannot be read. */
+  /**
+   * A live or pinned message's bytes; undefined when it has none or they cannot be read. A
+   * held message's bytes are a view of its log entry: not to be changed.
+   */
   read(id: number): Uint8Array | undefined {
     const handle = this.live.get(id) ?? this.pinned.get(id);
+    if (handle === HELD) return this.held.get(id);
     return handle === undefined ? undefined : this.store.read(handle);
   }
 
@@ -75,6 +125,14 @@ export class ReplicaBodies {
   }
 
   private drop(id: number, handle: BodyHandle): void {
+    if (handle === HELD) {
+      // Applied after the latest snapshot: no snapshot lists it.
+      const bytes = this.held.get(id)!;
+      this.held.delete(id);
+      this.heldBytes -= bytes.byteLength;
+      this.bytes -= bytes.byteLength;
+      return;
+    }
     const size = this.store.size(handle);
     this.bytes -= size;
     if (id < this.pinBelow) {
@@ -103,15 +161,17 @@ export class ReplicaBodies {
 
   /**
    * A snapshot listing the live messages (those `has` holds) is taken now: deletes the
-   * others, returns the ids and record ids of these (in id order), and pins from now on
-   * what leaves among them.
+   * others, puts the held ones into the store, returns the ids and record ids of all (in id
+   * order), and pins from now on what leaves among them. `lost` counts the held messages
+   * the store refused (they have no bytes any more, and are not listed).
    */
-  snapshotTaken(has: (id: number) => boolean): { messageIds: number[]; recordIds: number[] } {
+  snapshotTaken(has: (id: number) => boolean): { messageIds: number[]; recordIds: number[]; lost: number } {
     let stale = 0;
     this.live.forEach((id) => {
       if (!has(id)) stale++;
     });
     if (stale > 0) this.deleteUnless(has);
+    const lost = this.storeHeld();
     const messageIds = new Array<number>(this.live.size);
     const recordIds = new Array<number>(this.live.size);
     let i = 0;
@@ -125,7 +185,7 @@ export class ReplicaBodies {
     this.pinned = new Map();
     this.pinnedBytes = 0;
     this.pinBelow = last + 1;
-    return { messageIds, recordIds };
+    return { messageIds, recordIds, lost };
   }
 
   /** The snapshot last taken is durable: what only its predecessor listed is released. */
@@ -145,7 +205,11 @@ export class ReplicaBodies {
 
   /** Releases every record (the replica is replaced by a portable snapshot, or deleted). */
   clear(): void {
-    this.live.forEach((_id, handle) => this.store.release(handle));
+    this.live.forEach((_id, handle) => {
+      if (handle !== HELD) this.store.release(handle);
+    });
+    this.held = new Map();
+    this.heldBytes = 0;
     for (const handle of this.pinned.values()) this.store.release(handle);
     for (const handle of this.releasing) this.store.release(handle);
     this.live.clear();

@@ -6,7 +6,7 @@
 import type { MessageStore } from '@quorumq/storage';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ReplicaBodies } from '../src/replica-bodies.js';
+import { HOLD_BYTES_MAX, ReplicaBodies } from '../src/replica-bodies.js';
 import { TestStores } from './test-message-store.js';
 
 const stores = new TestStores();
@@ -215,6 +215,91 @@ describe('ReplicaBodies', () => {
       bodies.snapshotTaken(() => true);
       bodies.snapshotSaved();
       expect(live(store)).toBe(1);
+    });
+  });
+  describe('held messages (views of their log entries until a snapshot or a few MiB)', () => {
+    it('reads a held message from its entry, and one that leaves before the snapshot never reaches the store', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      const entry = Buffer.concat([bytesOf(1, 200), bytesOf(2, 300)]);
+      expect(bodies.hold(1, entry.subarray(0, 200))).toBe(0);
+      expect(bodies.hold(2, entry.subarray(200))).toBe(0);
+      expect(read(bodies, 1)).toEqual(bytesOf(1, 200));
+      expect(read(bodies, 2)).toEqual(bytesOf(2, 300));
+      expect(bodies.size).toBe(2);
+      expect(bodies.bytes).toBe(500);
+      expect([...bodies.keys()]).toEqual([1, 2]);
+      expect(live(store)).toBe(0);
+      expect(store.stats().pendingWriteBytes).toBe(0);
+
+      bodies.delete(1);
+      expect(bodies.read(1)).toBeUndefined();
+      expect(bodies.bytes).toBe(300);
+      const taken = bodies.snapshotTaken(() => true);
+      expect(taken.messageIds).toEqual([2]);
+      expect(taken.lost).toBe(0);
+      expect(live(store)).toBe(1);
+      expect(taken.recordIds).toEqual([store.recordId(0)]);
+      // Stored: the store's copy is read back, not the entry (changing the entry changes nothing).
+      entry.fill(0);
+      expect(read(bodies, 2)).toEqual(bytesOf(2, 300));
+      // Listed by the snapshot: pinned after it leaves, until the next save.
+      bodies.delete(2);
+      expect(read(bodies, 2)).toEqual(bytesOf(2, 300));
+      expect(bodies.pinnedBytes).toBe(300);
+      bodies.snapshotTaken(() => true);
+      bodies.snapshotSaved();
+      expect(live(store)).toBe(0);
+    });
+
+    it(`puts what it holds into the store, in id order, once it holds ${HOLD_BYTES_MAX / 1024 / 1024} MiB`, async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      const size = 64 * 1024;
+      const count = HOLD_BYTES_MAX / size;
+      for (let id = 1; id < count; id++) bodies.hold(id, bytesOf(id, size));
+      expect(live(store)).toBe(0);
+      bodies.hold(count, bytesOf(count, size));
+      expect(live(store)).toBe(count);
+      for (let id = 1; id <= count; id++) expect(read(bodies, id)?.equals(bytesOf(id, size))).toBe(true);
+      // Record ids follow message ids.
+      const { messageIds, recordIds } = bodies.snapshotTaken(() => true);
+      expect(messageIds).toHaveLength(count);
+      expect([...recordIds].sort((a, b) => a - b)).toEqual(recordIds);
+      // Held again after the snapshot; a held message replaced under its id drops the old bytes.
+      bodies.hold(count + 1, bytesOf(7, 10));
+      bodies.hold(count + 1, bytesOf(8, 20));
+      expect(read(bodies, count + 1)).toEqual(bytesOf(8, 20));
+      expect(bodies.bytes).toBe(count * size + 20);
+      expect(live(store)).toBe(count);
+    });
+
+    it('clear() drops held messages without touching the store', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      bodies.put(1, bytesOf(1));
+      bodies.hold(2, bytesOf(2));
+      bodies.clear();
+      expect(bodies.size).toBe(0);
+      expect(bodies.bytes).toBe(0);
+      expect(bodies.read(2)).toBeUndefined();
+      expect(live(store)).toBe(0);
+      expect(bodies.snapshotTaken(() => true)).toEqual({ messageIds: [], recordIds: [], lost: 0 });
+    });
+
+    it('counts as lost, and no longer lists, the held messages the store refuses at the snapshot', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      bodies.put(1, bytesOf(1));
+      bodies.hold(2, bytesOf(2));
+      bodies.hold(3, bytesOf(3));
+      await stores.close(store);
+      const taken = bodies.snapshotTaken(() => true);
+      expect(taken.lost).toBe(2);
+      expect(taken.messageIds).toEqual([1]);
+      expect(bodies.size).toBe(1);
+      expect(bodies.bytes).toBe(100);
+      expect(bodies.has(2)).toBe(false);
     });
   });
 });
