@@ -65,8 +65,9 @@ export const BATCH_BYTES_MAX = 4 * 1024 * 1024;
  * `failoverTimeoutMs`) and re-sends every unconfirmed message with its original sequence; a
  * DUPLICATE outcome for a re-sent message resolves as 'confirmed'. With a producerId, a message
  * the broker answers UNAVAILABLE (its queue's leadership moved while it held the message, or
- * the queue has no leader yet) is re-sent the same way, with back-off, for at most
- * `failoverTimeoutMs`; without one, that publish rejects with the retriable error.
+ * the queue has no leader yet) restarts the stream the same way (every unconfirmed message
+ * re-sent in order), for at most `failoverTimeoutMs` of that message failing; without one,
+ * that publish rejects with the retriable error.
  */
 export class Publisher {
   private readonly maxInFlight: number;
@@ -87,8 +88,6 @@ export class Publisher {
   private failures = 0;
   private failingSince: number | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
-  /** Re-sends waiting out their back-off (see resendLater). */
-  private readonly resendTimers = new Set<NodeJS.Timeout>();
   private preferred: string | undefined;
   private closed = false;
 
@@ -179,8 +178,6 @@ export class Publisher {
     this.closed = true;
     if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer);
     this.reconnectTimer = undefined;
-    for (const timer of this.resendTimers) clearTimeout(timer);
-    this.resendTimers.clear();
     const call = this.call;
     this.call = undefined;
     this.generation += 1;
@@ -304,7 +301,7 @@ export class Publisher {
       result = toPublishResult(response, address);
     } catch (error) {
       const failure = toQuorumqError(error, address);
-      if (!this.resendLater(entry, failure)) this.settle(entry, { error: failure });
+      if (!this.resendLater(entry, failure, address)) this.settle(entry, { error: failure });
       return;
     }
     entry.failures = 0;
@@ -316,22 +313,31 @@ export class Publisher {
 
   /**
    * With a producerId, a message the broker could not settle (UNAVAILABLE: the outcome is
-   * unknown or nothing was done) is written again after a back-off, with its sequence: the
-   * broker's deduplication keeps one copy. False when it must fail instead.
+   * unknown, or nothing was done) is re-sent with its sequence, and the broker's
+   * deduplication keeps one copy. Not on its own: the broker tells sequences apart only
+   * within a window behind the highest it stored (DEDUP_REORDER_WINDOW), and the messages
+   * sent after this one keep being stored. So the stream is restarted, as when it breaks:
+   * after a back-off every unconfirmed message is re-sent in order on a new stream. False
+   * when the message must fail instead (no producerId, another error, or it has been failing
+   * for `failoverTimeoutMs`).
    */
-  private resendLater(entry: Pending, error: QuorumqError): boolean {
+  private resendLater(entry: Pending, error: QuorumqError, address: string): boolean {
     if (this.producerId === undefined || this.closed || !shouldFailover(error)) return false;
     const now = Date.now();
     entry.failingSince ??= now;
-    const wait = this.transport.backoff(entry.failures);
     entry.failures += 1;
+    const wait = this.transport.backoff(entry.failures - 1);
     if (now + wait - entry.failingSince >= this.transport.failoverTimeoutMs) return false;
-    entry.resent = true;
-    const timer = setTimeout(() => {
-      this.resendTimers.delete(timer);
-      if (!this.closed && this.pending.get(entry.id) === entry) this.write(entry);
-    }, wait);
-    this.resendTimers.add(timer);
+    if (this.reconnectTimer !== undefined || this.call === undefined) return true; // restarting already
+    // Outcomes still coming on this stream are dropped: their messages are re-sent, and a
+    // DUPLICATE for one counts as confirmed.
+    const call = this.call;
+    this.call = undefined;
+    this.generation += 1;
+    call.end();
+    setTimeout(() => call.cancel(), 1_000).unref();
+    if (error.leader !== undefined && error.leader !== address) this.preferred = error.leader;
+    this.reconnectTimer = setTimeout(() => this.open(), wait);
     return true;
   }
 

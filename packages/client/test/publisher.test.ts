@@ -132,22 +132,40 @@ describe('Publisher', () => {
     await publisher.close();
   });
 
-  it('with a producerId, re-sends a message the broker answered UNAVAILABLE (outcome unknown or not done), and it is stored once', async () => {
+  it('with a producerId, re-sends a message the broker answered UNAVAILABLE after committing it, and it is stored once', async () => {
     const { brokers, client } = await cluster(1);
     const [a] = brokers;
     if (a === undefined) throw new Error('no broker');
-    // The first is committed but its leader moved before the confirm; the second was not done.
+    // The first is committed but its leader moved before the confirm.
     a.commitThenUnknown = 1;
     const publisher = client.createPublisher({ producerId: 'billing', firstSequence: 7 });
-    const first = publisher.publish('jobs', 'a');
-    await waitFor(() => a.publishRequests.length === 1, 2_000, 'the first publish');
-    a.forcedOutcomes.push({ outcome: quorumq.v1.PublishOutcome.PUBLISH_OUTCOME_FAILED, statusCode: grpc.status.UNAVAILABLE, errorReason: 'NO_LEADER' });
-    const second = publisher.publish('jobs', 'b');
-    const results = await Promise.all([first, second]);
+    const results = await Promise.all([publisher.publish('jobs', 'a'), publisher.publish('jobs', 'b')]);
     expect(results.map((r) => r.outcome)).toEqual(['confirmed', 'confirmed']);
-    // Each sent twice with its own sequence; the queue holds each once.
+    // Both re-sent on a new stream, in order; the queue holds each once.
     expect(a.publishRequests.map((r) => wireNumber(r.sequence))).toEqual([7, 8, 7, 8]);
     expect(a.state.queues.get('jobs')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString())).toEqual(['a', 'b']);
+    await publisher.close();
+  });
+
+  it('with a producerId, re-sends a message the broker answered UNAVAILABLE without storing it before any later one', async () => {
+    const { brokers, client } = await cluster(1);
+    const [a] = brokers;
+    if (a === undefined) throw new Error('no broker');
+    // The broker tells sequences apart only within a window behind the highest it stored: the
+    // failed message must go again before later ones are stored past it.
+    a.forcedOutcomes.push({ outcome: quorumq.v1.PublishOutcome.PUBLISH_OUTCOME_FAILED, statusCode: grpc.status.UNAVAILABLE, errorReason: 'NO_LEADER' });
+    const publisher = client.createPublisher({ producerId: 'orders', firstSequence: 1, maxInFlight: 64 });
+    const bodies = Array.from({ length: 40 }, (_, i) => `m${i}`);
+    const results = await Promise.all(bodies.map((body) => publisher.publish('jobs', body)));
+    expect(results.every((r) => r.outcome === 'confirmed')).toBe(true);
+    const sequences = a.publishRequests.map((r) => wireNumber(r.sequence));
+    // After the failure, the next message the broker sees is the failed one, then the rest in order.
+    const again = sequences.indexOf(1, 1);
+    expect(again).toBeGreaterThan(0);
+    const after = sequences.slice(again);
+    expect(after).toEqual([...after].sort((x, y) => x - y));
+    // Each once (the later ones of the first batch were stored before the first went again).
+    expect(a.state.queues.get('jobs')?.ready.map((m) => Buffer.from(m.message.body ?? []).toString()).sort()).toEqual([...bodies].sort());
     await publisher.close();
   });
 

@@ -66,11 +66,18 @@ export type MetaReply = (
 export interface MetaSnapshot {
   readonly topology: Uint8Array;
   readonly queues: readonly QueueDefinition[];
+  /** The last applied index when it was taken (absent in snapshots of releases before: 0). */
+  readonly appliedIndex?: number;
 }
 
 export class MetaMachine implements GroupMachine<MetaReply> {
   topology = new Topology();
   readonly queues = new Map<string, QueueDefinition>();
+  /**
+   * The index of the last entry applied (or the snapshot restored): every queue created at
+   * or below it that is not in `queues` is deleted for good (its group id names its index).
+   */
+  appliedIndex = 0;
 
   constructor(private readonly onChange: () => void) {}
 
@@ -80,6 +87,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
    * same on every replica: apply never throws on bad input, so any log can be replayed.
    */
   apply(entry: Entry): MetaReply {
+    this.appliedIndex = entry.index;
     const parsed = decodeMetaCommand(entry.data);
     if (!parsed.ok) return { ...malformedCommand(parsed.problem), index: entry.index };
     const reply = this.applyCommand(parsed.command, entry.index);
@@ -91,6 +99,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     const snapshot: MetaSnapshot = {
       topology: encodeTopologySnapshot(snapshotTopology(this.topology)),
       queues: [...this.queues.values()],
+      appliedIndex: this.appliedIndex,
     };
     return encodeJson(snapshot);
   }
@@ -100,6 +109,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     this.topology = restoreTopology(decodeTopologySnapshot(snapshot.topology));
     this.queues.clear();
     for (const q of snapshot.queues) this.queues.set(q.name, q);
+    this.appliedIndex = typeof snapshot.appliedIndex === 'number' && Number.isSafeInteger(snapshot.appliedIndex) ? snapshot.appliedIndex : 0;
     this.onChange();
   }
 

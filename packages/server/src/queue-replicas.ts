@@ -59,8 +59,16 @@ export class QueueReplicas {
   private readonly queues = new Map<string, LocalQueue>();
   private reconcileScheduled = false;
   private wiring: ReplicaWiring | null = null;
+  /**
+   * Queue groups found in storage at the start that no replica has claimed yet. One whose
+   * queue the metadata shows deleted (or re-created, or moved off this node) is removed:
+   * its storage, and the message store records adopted for its snapshot.
+   */
+  private readonly unclaimed: Set<string>;
 
-  constructor(private readonly parts: QueueReplicasParts) {}
+  constructor(private readonly parts: QueueReplicasParts) {
+    this.unclaimed = new Set(parts.storage.groups().filter((groupId) => groupId.startsWith('q/')));
+  }
 
   /** Connects the replicas to the parts that act on their effects (once, at startup). */
   wire(wiring: ReplicaWiring): void {
@@ -112,6 +120,24 @@ export class QueueReplicas {
       const current = meta.queues.get(queue.definition.name);
       if (current === undefined || current.createdIndex !== queue.definition.createdIndex) this.drop(queue, 'the queue was deleted');
     }
+    if (this.unclaimed.size > 0) this.removeDeadGroups();
+  }
+
+  /**
+   * Removes the unclaimed groups of queues deleted for good: created at or below the index the
+   * metadata applied (its group id says where), yet without a replica here. A queue created
+   * in an entry not applied yet is left alone: its replica will claim the group.
+   */
+  private removeDeadGroups(): void {
+    const { meta, storage, adopted, logger } = this.parts;
+    for (const groupId of this.unclaimed) {
+      const createdIndex = Number(groupId.split('/', 2)[1]);
+      if (!Number.isSafeInteger(createdIndex) || createdIndex > meta.appliedIndex) continue;
+      this.unclaimed.delete(groupId);
+      adopted.forget(groupId);
+      logger.info({ group: groupId }, 'removing the storage of a queue deleted while this node was away');
+      storage.deleteGroup(groupId).catch((error: unknown) => logger.warn({ err: error, group: groupId }, 'deleting a group failed'));
+    }
   }
 
   private create(definition: QueueDefinition): void {
@@ -120,6 +146,7 @@ export class QueueReplicas {
     const { parts } = this;
     invariant(!this.queues.has(definition.name), () => `a second replica of queue ${JSON.stringify(definition.name)} on this node`);
     const groupId = queueGroupId(definition);
+    this.unclaimed.delete(groupId);
     let local: LocalQueue | null = null;
     const replica = new QueueReplica(
       definition.name,

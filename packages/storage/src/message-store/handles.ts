@@ -5,8 +5,10 @@
  * references (u32): HANDLE_SLOT_BYTES = 24 bytes. Free slots are chained through their
  * offset column (a free slot has no location), so the free list costs nothing.
  *
- * Capacity grows by half when full and never shrinks: the table is sized by the peak of live
- * records, which is what the node must provision for anyway.
+ * Capacity grows by half when full. It shrinks once the live slots are under a quarter of
+ * it: the free slots above the highest live one are dropped and the free list is rebuilt
+ * lowest first (so new records fill the bottom), checked after every capacity/8 releases
+ * (O(1) a release, amortized) and when the last live slot is released. A drained node gives the table's memory back.
  */
 import { assert } from '../assert.js';
 
@@ -28,6 +30,8 @@ export class HandleTable {
   /** Slots below this have been handed out at least once. */
   private highWater = 0;
   private liveSlots = 0;
+  /** Releases since the last shrink check. */
+  private releasesSinceCheck = 0;
 
   /** Slots in use. */
   get live(): number {
@@ -99,7 +103,31 @@ export class HandleTable {
     this.offsets[handle] = this.freeHead;
     this.freeHead = handle;
     this.liveSlots--;
+    const capacity = this.recordIds.length;
+    if (capacity > CAPACITY_MIN && this.liveSlots * 4 < capacity && (++this.releasesSinceCheck >= capacity >>> 3 || this.liveSlots === 0)) this.shrink();
     return true;
+  }
+
+  /** Drops the free slots above the highest live one, and the capacity they need no more. */
+  private shrink(): void {
+    this.releasesSinceCheck = 0;
+    let top = this.highWater;
+    while (top > 0 && this.refcounts[top - 1] === 0) top--;
+    const capacity = Math.max(CAPACITY_MIN, Math.ceil(top * 1.5));
+    if (capacity * 2 > this.recordIds.length) return;
+    this.highWater = top;
+    this.recordIds = this.recordIds.slice(0, capacity);
+    this.segments = this.segments.slice(0, capacity);
+    this.offsets = this.offsets.slice(0, capacity);
+    this.lengths = this.lengths.slice(0, capacity);
+    this.refcounts = this.refcounts.slice(0, capacity);
+    // The free list again, lowest slot first.
+    this.freeHead = NO_SLOT;
+    for (let slot = top - 1; slot >= 0; slot--) {
+      if (this.refcounts[slot] !== 0) continue;
+      this.offsets[slot] = this.freeHead;
+      this.freeHead = slot;
+    }
   }
 
   /** Points a live record at its new copy (compaction). */

@@ -1,0 +1,55 @@
+/**
+ * HandleTable (message-store/handles.ts): slots per live record in typed-array columns. Its
+ * memory follows the live records: it grows when full, and gives capacity back once the live
+ * slots fall under a quarter of it (a drained node does not keep a table sized for its peak).
+ */
+import { describe, expect, it } from 'vitest';
+
+import { HANDLE_SLOT_BYTES, HandleTable } from '../src/message-store/handles.js';
+
+describe('HandleTable', () => {
+  it('keeps each live slot readable while it grows and shrinks, and gives memory back after a drain', () => {
+    const table = new HandleTable();
+    const empty = table.memoryBytes;
+    const handles: number[] = [];
+    for (let i = 0; i < 100_000; i++) handles.push(table.allocate(i * 3, i % 7, i * 10, i % 1000));
+    const peak = table.memoryBytes;
+    expect(peak).toBeGreaterThanOrEqual(100_000 * HANDLE_SLOT_BYTES);
+    // Drain in order, keeping every 1,000th record: the survivors stay correct throughout.
+    for (let i = 0; i < handles.length; i++) if (i % 1000 !== 0) expect(table.release(handles[i]!)).toBe(true);
+    expect(table.live).toBe(100);
+    for (let i = 0; i < handles.length; i += 1000) {
+      const h = handles[i]!;
+      expect(table.isLive(h)).toBe(true);
+      expect([table.recordId(h), table.segment(h), table.offset(h), table.messageBytes(h), table.references(h)]).toEqual([i * 3, i % 7, i * 10, i % 1000, 1]);
+    }
+    // The survivors span the table, so little can go yet; once they leave, all of it does.
+    for (let i = 0; i < handles.length; i += 1000) table.release(handles[i]!);
+    expect(table.live).toBe(0);
+    const more: number[] = [];
+    for (let i = 0; i < 20_000; i++) more.push(table.allocate(i, 1, i, 1));
+    for (const h of more) table.release(h);
+    expect(table.memoryBytes).toBeLessThan(peak / 4);
+    expect(table.memoryBytes).toBeLessThanOrEqual(Math.max(empty, 30_000 * HANDLE_SLOT_BYTES));
+    expect(table.slots).toBeLessThan(20_001);
+  });
+
+  it('hands out the lowest free slots after a shrink, and never a live one twice', () => {
+    const table = new HandleTable();
+    const handles: number[] = [];
+    for (let i = 0; i < 50_000; i++) handles.push(table.allocate(i, 0, i, 1));
+    // Keep the first 1,000 and release the rest, newest first (so the free list starts high).
+    for (let i = handles.length - 1; i >= 1000; i--) table.release(handles[i]!);
+    const live = new Set(handles.slice(0, 1000));
+    const fresh: number[] = [];
+    for (let i = 0; i < 5000; i++) fresh.push(table.allocate(1_000_000 + i, 2, i, 2));
+    for (const h of fresh) {
+      expect(live.has(h)).toBe(false);
+      live.add(h);
+    }
+    expect(live.size).toBe(6000);
+    expect(Math.max(...fresh)).toBeLessThan(6000 + 1000);
+    for (const h of handles.slice(0, 1000)) expect(table.recordId(h)).toBe(h);
+    for (let i = 0; i < fresh.length; i++) expect(table.recordId(fresh[i]!)).toBe(1_000_000 + i);
+  });
+});
