@@ -47,13 +47,15 @@ async function publishAll(client: QuorumqClient): Promise<number> {
   const started = performance.now();
   let failure: unknown = null;
   let outstanding = 0;
+  let duplicates = 0;
   let room: (() => void) | null = null;
   for (let i = 0; i < MESSAGES && failure === null; i++) {
     outstanding += 1;
     publisher.publish(QUEUE, BODY).then(
       (r) => {
         // 'duplicate': a node re-sent it to a new leader after the old one had stored it.
-        if (r.outcome !== 'confirmed' && r.outcome !== 'duplicate') failure = new Error(`publish ${r.outcome}`);
+        if (r.outcome === 'duplicate') duplicates += 1;
+        else if (r.outcome !== 'confirmed') failure = new Error(`publish ${r.outcome}`);
       },
       (error: unknown) => {
         failure = error;
@@ -68,6 +70,7 @@ async function publishAll(client: QuorumqClient): Promise<number> {
   }
   while (outstanding > 0) await new Promise<void>((resolve) => (room = resolve));
   if (failure !== null) throw failure;
+  if (duplicates > 0) process.stderr.write(`${duplicates} publishes answered DUPLICATE\n`);
   return MESSAGES / ((performance.now() - started) / 1000);
 }
 
@@ -90,6 +93,8 @@ async function main(): Promise<void> {
     report(`publish into the growing queue     ${publishRate.toFixed(0)} msg/s (${MESSAGES} x ${BODY.length} B, ${IN_FLIGHT} in flight)`);
     await new Promise((resolve) => setTimeout(resolve, 3000));
     report(line(`RSS per node, ${MESSAGES} queued`, rssOf(cluster)));
+    const queued = await client.queueStatus(QUEUE);
+    report(`messages queued before the restart  ${queued.ready + queued.unacked}`);
     report(line('disk per node, queued', diskOf(cluster)));
 
     // Full-cluster restart: kill -9 all three, start them, time to the first delivery.
@@ -126,6 +131,8 @@ async function main(): Promise<void> {
     report(`full restart (kill -9) -> first message  ${(first / 1000).toFixed(1)} s`);
     report(`messages after the restart          ${total} (published ${MESSAGES})`);
     await consumer.close();
+    const left = await client.queueStatus(QUEUE);
+    report(`messages left after the drain       ${left.ready + left.unacked}`);
     report(`drain with acks                     ${(n / drainSeconds).toFixed(0)} msg/s (${n} messages)`);
     await new Promise((resolve) => setTimeout(resolve, SETTLE_S * 1000));
     const drained = rssOf(cluster);

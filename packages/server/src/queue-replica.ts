@@ -60,6 +60,13 @@ const OK: Reply = { type: 'ok' };
 export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 64;
 
 /**
+ * ... but not beyond this many bytes of log: the log since the last snapshot stays in
+ * memory, so a very long queue (10M messages would allow 640 MB) snapshots more often
+ * instead (a snapshot of 10M messages costs about half a second).
+ */
+export const SNAPSHOT_LOG_BYTES_MAX = 256 * 1024 * 1024;
+
+/**
  * A snapshot is also due once the bytes of messages that left but that the latest snapshot
  * lists (kept on disk for it) reach the live bytes and this: a drained queue lets its disk
  * go at its next command, and a queue's disk stays within about twice its live bytes.
@@ -85,6 +92,8 @@ export interface QueueReplicaOptions {
   readonly adopted?: AdoptedBodies | null;
   /** The log grows by at least this many bytes between snapshots (the node's `snapshotLogBytesMin`). */
   readonly snapshotLogBytesMin?: number;
+  /** Bytes of log per live message stop counting past this (default SNAPSHOT_LOG_BYTES_MAX; tests lower it). */
+  readonly snapshotLogBytesMax?: number;
   /** Messages whose bytes a snapshot references but the store does not have (reported, not thrown). */
   readonly onLostBodies?: (replica: QueueReplica, count: number) => void;
   readonly testOnlyBugs?: ReplicaTestOnlyBugs;
@@ -193,7 +202,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   /**
    * A snapshot holds the live messages' metadata and references, so its cost grows with
    * their number; it waits until the log grew by SNAPSHOT_LOG_BYTES_PER_MESSAGE bytes per
-   * live message (at least `snapshotLogBytesMin`) and by `snapshotInterval` commands: each
+   * live message (at least `snapshotLogBytesMin`, at most SNAPSHOT_LOG_BYTES_MAX unless the
+   * minimum is larger) and by `snapshotInterval` commands: each
    * logged byte then pays O(1) snapshot work, and a queue being drained (small acks) is not
    * snapshotted over and over. A portable snapshot restored here is replaced at once, and
    * so is one whose departed messages hold more disk than the live ones (see
@@ -204,7 +214,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     if (this.restoredPortable) return true;
     if (this.bodies.pinnedBytes >= Math.max(SNAPSHOT_PINNED_BYTES_MIN, this.bodies.bytes)) return true;
     if (this.commandsSinceSnapshot < snapshotInterval) return false;
-    const logBytes = Math.max(this.options.snapshotLogBytesMin ?? 0, SNAPSHOT_LOG_BYTES_PER_MESSAGE * this.state.messages.size);
+    const perMessage = Math.min(this.options.snapshotLogBytesMax ?? SNAPSHOT_LOG_BYTES_MAX, SNAPSHOT_LOG_BYTES_PER_MESSAGE * this.state.messages.size);
+    const logBytes = Math.max(this.options.snapshotLogBytesMin ?? 0, perMessage);
     return this.logBytesSinceSnapshot >= logBytes;
   }
 

@@ -541,11 +541,10 @@ export class RaftGroup<R> {
 
   private async maybeSnapshot(): Promise<void> {
     const machine = this.options.machine;
-    if (machine.snapshotDue === undefined) {
-      if (!this.options.storage.shouldSnapshot(this.groupId, this.machineIndex)) return;
-    } else if (!machine.snapshotDue(this.options.storage.snapshotInterval)) {
-      return;
-    }
+    const storage = this.options.storage;
+    const due = machine.snapshotDue === undefined ? storage.shouldSnapshot(this.groupId, this.machineIndex) : machine.snapshotDue(storage.snapshotInterval);
+    // Also when this group's few entries alone keep an old WAL segment (see NodeStorage.pinsOldSegment).
+    if (!due && !storage.pinsOldSegment(this.groupId, this.machineIndex)) return;
     const snapshot = this.raft.compact(this.machineIndex, machine.snapshot());
     if (snapshot === null) return;
     if (machine.snapshotDurable !== undefined && !(await machine.snapshotDurable())) return;

@@ -252,6 +252,28 @@ export class NodeStorage {
     return appliedIndex - snapshotIndex >= this.snapshotInterval;
   }
 
+  /**
+   * True when this group's entries up to `appliedIndex` keep a WAL segment alive that is
+   * older than the one closed last: a snapshot at `appliedIndex` lets the
+   * segment go. A group that writes little (the metadata, an idle queue) would otherwise keep
+   * a segment full of other groups' dead entries on disk and read at every start.
+   */
+  pinsOldSegment(groupId: string, appliedIndex: number): boolean {
+    const group = this.groupStates.get(groupId);
+    if (group === undefined || !group.member || appliedIndex <= group.snapshotIndex()) return false;
+    // Older than the segment closed last (the one before the segment being written).
+    const old = this.wal.position().seq - 1;
+    for (const segment of this.wal.segments()) {
+      if (segment.seq >= old) continue;
+      const maxEntryIndex = segment.groups.get(groupId);
+      if (maxEntryIndex === undefined) continue;
+      if (group.floor !== null && group.floor.seq > segment.seq) continue;
+      const live = group.liveIndexIn(segment.seq, maxEntryIndex);
+      if (live > group.snapshotIndex() && live <= appliedIndex) return true;
+    }
+    return false;
+  }
+
   /** Removes the group and all of its state; its WAL records are ignored from now on. */
   async deleteGroup(groupId: string): Promise<void> {
     this.assertWritable();

@@ -167,6 +167,37 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     await reopened.close();
   });
 
+  it('says when a group that writes little alone keeps an old segment, which its snapshot then lets go', async () => {
+    const node = await openNode({ segmentBytesMax: 4096 });
+    const s = node.storage;
+    const big = (): string => 'x'.repeat(1400);
+    let bLast = 0;
+    const rollWithB = async (): Promise<void> => {
+      const seq = s.position().seq;
+      while (s.position().seq === seq) {
+        await s.persist('b', { hardState: null, entries: entries(bLast + 1, bLast + 1, 1, big), snapshot: null });
+        bLast++;
+      }
+    };
+    // 'meta' writes three entries in segment 1 and nothing more; 'b' fills segments after it.
+    await s.persist('meta', { hardState: hs(1, 3), entries: entries(1, 3, 1), snapshot: null });
+    await rollWithB();
+    // Segment 1 is the one closed last: not old yet.
+    expect(s.pinsOldSegment('meta', 3)).toBe(false);
+    await rollWithB();
+    await s.saveLocalSnapshot('b', snapshotAt(bLast, 1));
+    expect(await walFiles(join(node.dir, 'wal'))).toContain(segmentFileName(1));
+    // Older than the one closed last, and kept only by 'meta' (b snapshotted past it).
+    expect(s.pinsOldSegment('meta', 3)).toBe(true);
+    // Not when the entries there are not applied yet, nor for a group with nothing there.
+    expect(s.pinsOldSegment('meta', 2)).toBe(false);
+    expect(s.pinsOldSegment('b', bLast)).toBe(false);
+    expect(s.pinsOldSegment('unknown', 10)).toBe(false);
+    await s.saveLocalSnapshot('meta', snapshotAt(3, 1));
+    expect(s.pinsOldSegment('meta', 3)).toBe(false);
+    expect(await walFiles(join(node.dir, 'wal'))).not.toContain(segmentFileName(1));
+  });
+
   it('accepts a hole left by a deleted segment when a later record overwrote past it', async () => {
     // Found by the simulator. Segment 1 holds 1..4@1, segment 2 starts with 5..6@1, then the
     // log is overwritten from 3 with term 2. A snapshot at 2 lets segment 1 go (3 and 4 are
