@@ -60,11 +60,12 @@ const OK: Reply = { type: 'ok' };
 export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 64;
 
 /**
- * ... but not beyond this many bytes of log: the log since the last snapshot stays in
- * memory, so a very long queue (10M messages would allow 640 MB) snapshots more often
- * instead (a snapshot of 10M messages costs about half a second).
+ * The portable form of a snapshot holds every live message's bytes in one buffer (and
+ * their copies while it is built), so a leader builds it only for a queue holding at most
+ * this many bytes; a follower that needs a larger one stays behind (reported) until the
+ * queue is under it. Streaming the bytes from the store chunk by chunk is not built yet.
  */
-export const SNAPSHOT_LOG_BYTES_MAX = 256 * 1024 * 1024;
+export const PORTABLE_SNAPSHOT_BYTES_MAX = 1024 * 1024 * 1024;
 
 /**
  * A snapshot is also due once the bytes of messages that left but that the latest snapshot
@@ -92,8 +93,8 @@ export interface QueueReplicaOptions {
   readonly adopted?: AdoptedBodies | null;
   /** The log grows by at least this many bytes between snapshots (the node's `snapshotLogBytesMin`). */
   readonly snapshotLogBytesMin?: number;
-  /** Bytes of log per live message stop counting past this (default SNAPSHOT_LOG_BYTES_MAX; tests lower it). */
-  readonly snapshotLogBytesMax?: number;
+  /** The largest queue (live bytes) a portable snapshot is built for (default PORTABLE_SNAPSHOT_BYTES_MAX; tests lower it). */
+  readonly portableSnapshotBytesMax?: number;
   /** Messages whose bytes a snapshot references but the store does not have (reported, not thrown). */
   readonly onLostBodies?: (replica: QueueReplica, count: number) => void;
   readonly testOnlyBugs?: ReplicaTestOnlyBugs;
@@ -202,8 +203,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   /**
    * A snapshot holds the live messages' metadata and references, so its cost grows with
    * their number; it waits until the log grew by SNAPSHOT_LOG_BYTES_PER_MESSAGE bytes per
-   * live message (at least `snapshotLogBytesMin`, at most SNAPSHOT_LOG_BYTES_MAX unless the
-   * minimum is larger) and by `snapshotInterval` commands: each
+   * live message (at least `snapshotLogBytesMin`) and by `snapshotInterval` commands: each
    * logged byte then pays O(1) snapshot work, and a queue being drained (small acks) is not
    * snapshotted over and over. A portable snapshot restored here is replaced at once, and
    * so is one whose departed messages hold more disk than the live ones (see
@@ -214,8 +214,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     if (this.restoredPortable) return true;
     if (this.bodies.pinnedBytes >= Math.max(SNAPSHOT_PINNED_BYTES_MIN, this.bodies.bytes)) return true;
     if (this.commandsSinceSnapshot < snapshotInterval) return false;
-    const perMessage = Math.min(this.options.snapshotLogBytesMax ?? SNAPSHOT_LOG_BYTES_MAX, SNAPSHOT_LOG_BYTES_PER_MESSAGE * this.state.messages.size);
-    const logBytes = Math.max(this.options.snapshotLogBytesMin ?? 0, perMessage);
+    const logBytes = Math.max(this.options.snapshotLogBytesMin ?? 0, SNAPSHOT_LOG_BYTES_PER_MESSAGE * this.state.messages.size);
     return this.logBytesSinceSnapshot >= logBytes;
   }
 
@@ -252,12 +251,17 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
 
   /**
    * The portable form of a local snapshot (every listed message's bytes inline), for a
-   * follower to install; null when `data` is portable already. The bytes are read back
+   * follower to install; null when `data` is portable already; refused when the queue holds
+   * more than PORTABLE_SNAPSHOT_BYTES_MAX bytes (building it could exhaust memory). The bytes are read back
    * from the store: what the snapshot lists stays there until the next one is saved.
    */
-  portableSnapshot(data: Uint8Array): PortableSnapshotBuild | null {
+  portableSnapshot(data: Uint8Array): PortableSnapshotBuild | null | { readonly refused: string } {
     const snapshot = decodeQueueSnapshot(data);
     if (snapshot.refs === null) return null;
+    const max = this.options.portableSnapshotBytesMax ?? PORTABLE_SNAPSHOT_BYTES_MAX;
+    if (this.bodies.bytes > max) {
+      return { refused: `the queue holds ${this.bodies.bytes} bytes, more than a portable snapshot is built for (${max})` };
+    }
     const { messageIds } = snapshot.refs;
     const messages: Array<readonly [number, Uint8Array]> = [];
     let next = 0;

@@ -182,6 +182,8 @@ export class QueueReplicas {
         if (local !== null) wiring.duties.afterApplied(local);
       },
       onFatal: (error) => parts.fatal(error),
+      onPortableRefused: (why) =>
+        parts.logger.error({ queue: definition.name }, `a follower needs a snapshot this leader does not build: ${why}; it stays behind until the queue is smaller`),
       // The metadata names the queue's members (a later membership change goes through it).
       knownMember: (from) => {
         const current = parts.meta.queues.get(definition.name);

@@ -33,7 +33,7 @@ export interface GroupMachine<R> {
    * time; null when `data` is portable already. What the snapshot references stays readable
    * while it is the group's newest snapshot.
    */
-  portableSnapshot?(data: Uint8Array): PortableSnapshotBuild | null;
+  portableSnapshot?(data: Uint8Array): PortableSnapshotBuild | null | { readonly refused: string };
   /**
    * Resolves with true once everything the snapshot just taken references is durable, or
    * with false when it cannot be made durable now (a full disk): that snapshot is then not
@@ -102,6 +102,8 @@ export interface RaftGroupOptions<R> {
   readonly onApplied?: () => void;
   /** The Ready loop failed (storage error, invariant): the node must stop. */
   readonly onFatal: (error: unknown) => void;
+  /** The machine refused to build a snapshot's portable form (a follower that needs it stays behind). */
+  readonly onPortableRefused?: (why: string) => void;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
   readonly tuning?: RaftTuning;
@@ -141,6 +143,8 @@ export class RaftGroup<R> {
   private portableIndex = -1;
   /** The portable form being built, for the snapshot at `index`. */
   private portableBuild: { readonly index: number; readonly build: PortableSnapshotBuild } | null = null;
+  /** The snapshot whose portable form the machine refused to build (too large). */
+  private portableRefusedIndex = -1;
 
   constructor(private readonly options: RaftGroupOptions<R>) {
     const restored = options.storage.restoreGroup(options.groupId);
@@ -439,10 +443,14 @@ export class RaftGroup<R> {
       const current = this.raft.currentSnapshot();
       if (current !== null && current.meta.index !== this.portableIndex) {
         const index = current.meta.index;
-        if (this.portableBuild?.index !== index) {
+        if (this.portableBuild?.index !== index && this.portableRefusedIndex !== index) {
           const build = machine.portableSnapshot(current.data);
           if (build === null) this.portableIndex = index;
-          else {
+          else if ('refused' in build) {
+            // Asked again only for a newer snapshot; the follower stays behind until then.
+            if (this.portableRefusedIndex !== index) this.options.onPortableRefused?.(build.refused);
+            this.portableRefusedIndex = index;
+          } else {
             this.portableBuild = { index, build };
             this.options.env.endOfTurn(this.buildPortable);
           }
@@ -542,9 +550,14 @@ export class RaftGroup<R> {
   private async maybeSnapshot(): Promise<void> {
     const machine = this.options.machine;
     const storage = this.options.storage;
-    const due = machine.snapshotDue === undefined ? storage.shouldSnapshot(this.groupId, this.machineIndex) : machine.snapshotDue(storage.snapshotInterval);
-    // Also when this group's few entries alone keep an old WAL segment (see NodeStorage.pinsOldSegment).
-    if (!due && !storage.pinsOldSegment(this.groupId, this.machineIndex)) return;
+    if (machine.snapshotDue === undefined) {
+      // By entries, or when this group's few entries keep an old WAL segment (the metadata
+      // group: see NodeStorage.pinsOldSegment). A queue decides by its own measure, which
+      // bounds its log by bytes: a long queue's log spans several segments by design.
+      if (!storage.shouldSnapshot(this.groupId, this.machineIndex) && !storage.pinsOldSegment(this.groupId, this.machineIndex)) return;
+    } else if (!machine.snapshotDue(storage.snapshotInterval)) {
+      return;
+    }
     const snapshot = this.raft.compact(this.machineIndex, machine.snapshot());
     if (snapshot === null) return;
     if (machine.snapshotDurable !== undefined && !(await machine.snapshotDurable())) return;

@@ -196,6 +196,18 @@ describe('a queue replica on the message store', () => {
     expect(store.stats().liveRecords).toBe(0);
   });
 
+  it('refuses to build the portable form of a queue holding more than portableSnapshotBytesMax bytes', async () => {
+    const store = await stores.open();
+    const r = replica(store, { portableSnapshotBytesMax: 50 * 1024 });
+    let index = fill(r, 40, 1024);
+    const small = r.snapshot();
+    expect(portableOf(r, small)).not.toBeNull();
+    index = fill(r, 20, 1024, index);
+    const large = r.snapshot();
+    const refused = r.portableSnapshot(large);
+    expect(refused).toMatchObject({ refused: expect.stringContaining('portable snapshot') });
+  });
+
   it('lists in a snapshot only the messages the queue still holds', async () => {
     const store = await stores.open();
     const effects: Effect[] = [];

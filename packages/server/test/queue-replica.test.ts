@@ -3,7 +3,7 @@ import { DEFAULT_ARGUMENTS, stateHash, type Command, type Effect } from '@quorum
 import type { Entry } from '@quorumq/raft';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ENTRY_SPAN, QueueReplica, SNAPSHOT_LOG_BYTES_MAX, SNAPSHOT_LOG_BYTES_PER_MESSAGE, type QueueReplicaOptions } from '../src/queue-replica.js';
+import { ENTRY_SPAN, QueueReplica, SNAPSHOT_LOG_BYTES_PER_MESSAGE, type QueueReplicaOptions } from '../src/queue-replica.js';
 import { encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/log-format.js';
 import { portableOf, TestStores } from './test-message-store.js';
 
@@ -113,20 +113,6 @@ describe('a queue replica applying batch entries', () => {
     r.restore(snapshot);
     expect(stateHash(r.state)).toBe(atSnapshot);
     expect(r.snapshotDue(1)).toBe(false);
-  });
-
-  it('is due once the log grew by snapshotLogBytesMax however many messages are live (the log stays in memory until then)', () => {
-    const max = 3000;
-    const r = replica([], { snapshotLogBytesMax: max });
-    let index = 1;
-    // 100 live messages would ask for 6,400 bytes of log; the cap asks for 3,000.
-    let bytes = logged(r, index++, encodeQueueBatch(Array.from({ length: 100 }, (_, i) => enqueue(i)), 0));
-    expect(SNAPSHOT_LOG_BYTES_PER_MESSAGE * 100).toBeGreaterThan(max);
-    expect(bytes).toBeLessThan(max);
-    while (!r.snapshotDue(1)) bytes += logged(r, index++, tick());
-    expect(bytes).toBeGreaterThanOrEqual(max);
-    expect(bytes).toBeLessThan(max + 200);
-    expect(SNAPSHOT_LOG_BYTES_MAX).toBe(256 * 1024 * 1024);
   });
 
   it('waits for snapshotLogBytesMin bytes of log even when few messages are live', () => {

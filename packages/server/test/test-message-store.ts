@@ -73,7 +73,7 @@ export class TestStores {
 }
 
 /** What QueueReplica.portableSnapshot gives: the data, or a build completed a step at a time. */
-type PortableResult = Uint8Array | { step(budget: number): Uint8Array | null } | null;
+type PortableResult = Uint8Array | { step(budget: number): Uint8Array | null } | { readonly refused: string } | null;
 
 /**
  * The portable form of a local snapshot `data` of `replica` (null when `data` is portable
@@ -88,6 +88,7 @@ export function portableOf(
 ): Uint8Array | null {
   const built = replica.portableSnapshot(data);
   if (built === null || built instanceof Uint8Array) return built;
+  if ('refused' in built) throw new Error(`the portable snapshot was refused: ${built.refused}`);
   for (let step = 1; step <= 1_000_000; step++) {
     const out = built.step(budget);
     if (out !== null) return out;
