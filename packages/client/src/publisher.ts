@@ -53,6 +53,13 @@ type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], quorumq.v1.Pub
  * `maxPublishesPerBatch` (10,000 by default) whole, with RESOURCE_EXHAUSTED.
  */
 export const BATCH_PUBLISHES_MAX = 1_000;
+/**
+ * How far behind the highest sequence it stored a queue still tells a producer's messages
+ * apart (the broker's dedup reorder window): below it, a sequence counts as stored. A
+ * publisher with a producerId re-sends at most `maxInFlight` messages behind its newest, so
+ * that bounds `maxInFlight`.
+ */
+export const DEDUP_WINDOW = 1024;
 /** A batch is closed once its messages reach this many bytes (a larger message goes alone). */
 export const BATCH_BYTES_MAX = 4 * 1024 * 1024;
 
@@ -95,6 +102,11 @@ export class Publisher {
     this.maxInFlight = options.maxInFlight ?? 256;
     if (!Number.isInteger(this.maxInFlight) || this.maxInFlight < 1) throw new TypeError('maxInFlight must be a positive integer');
     this.producerId = options.producerId === '' ? undefined : options.producerId;
+    if (this.producerId !== undefined && this.maxInFlight > DEDUP_WINDOW) {
+      throw new TypeError(
+        `maxInFlight must be at most ${DEDUP_WINDOW} with a producerId: a queue tells re-sent messages apart only within ${DEDUP_WINDOW} sequences of the highest it stored`,
+      );
+    }
     this.exchange = options.exchange ?? '';
     this.nextSequence = options.firstSequence ?? Date.now() * 1000;
   }

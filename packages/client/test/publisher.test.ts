@@ -3,7 +3,7 @@ import { quorumq } from '@quorumq/proto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, QuorumqError, type PublishResult, type QuorumqClient } from '../src/index.js';
 import { wireNumber } from '../src/longs.js';
-import { BATCH_BYTES_MAX, BATCH_PUBLISHES_MAX } from '../src/publisher.js';
+import { BATCH_BYTES_MAX, BATCH_PUBLISHES_MAX, DEDUP_WINDOW } from '../src/publisher.js';
 import { FakeBroker, FakeState, waitFor } from './fake-broker.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
@@ -195,6 +195,13 @@ describe('Publisher', () => {
     expect(elapsed).toBeLessThan(5_000);
     expect(a.publishRequests.length).toBeGreaterThan(3);
     await publisher.close();
+  });
+
+  it('refuses more messages in flight than the dedup window with a producerId', async () => {
+    const { client } = await cluster(1);
+    expect(() => client.createPublisher({ producerId: 'p', maxInFlight: DEDUP_WINDOW + 1 })).toThrow(/at most 1024 with a producerId/);
+    expect(() => client.createPublisher({ producerId: 'p', maxInFlight: DEDUP_WINDOW })).not.toThrow();
+    expect(() => client.createPublisher({ maxInFlight: DEDUP_WINDOW + 1 })).not.toThrow();
   });
 
   it('gives up re-sending after the failover timeout with a retriable error', async () => {
