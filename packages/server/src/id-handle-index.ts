@@ -98,6 +98,11 @@ export class IdHandleIndex {
     return out;
   }
 
+  /** Room for `count` ids in all without growing (a restore that knows how many come). */
+  reserve(count: number): void {
+    if (count > this.ids.length) this.resize(count);
+  }
+
   clear(): void {
     this.head = 0;
     this.tail = 0;

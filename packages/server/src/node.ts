@@ -253,6 +253,8 @@ export class BrokerNode {
     const started = node;
     node.diskTimer = every(systemEnv, 2000, () => {
       void started.checkDisk();
+      // An idle store keeps no read cache (consumers quiet, or the backlog drained).
+      messageStore.dropCacheIfUnused();
       memoryAlarm.check();
     });
     if (config.metricsListen !== null) node.metricsServer = await metrics.listen(config.metricsListen);

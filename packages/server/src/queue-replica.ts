@@ -207,12 +207,15 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    * logged byte then pays O(1) snapshot work, and a queue being drained (small acks) is not
    * snapshotted over and over. A portable snapshot restored here is replaced at once, and
    * so is one whose departed messages hold more disk than the live ones (see
-   * SNAPSHOT_PINNED_BYTES_MIN).
+   * SNAPSHOT_PINNED_BYTES_MIN), and one taken while a drained queue still pins records.
    */
   snapshotDue(snapshotInterval: number): boolean {
     if (this.commandsSinceSnapshot === 0) return false;
     if (this.restoredPortable) return true;
     if (this.bodies.pinnedBytes >= Math.max(SNAPSHOT_PINNED_BYTES_MIN, this.bodies.bytes)) return true;
+    // A drained queue lets the last records go (and the store its handle slots) at once:
+    // cheap, nothing is listed, and at most one such snapshot follows each regular one.
+    if (this.bodies.pinnedBytes > 0 && this.bodies.size === 0) return true;
     if (this.commandsSinceSnapshot < snapshotInterval) return false;
     const logBytes = Math.max(this.options.snapshotLogBytesMin ?? 0, SNAPSHOT_LOG_BYTES_PER_MESSAGE * this.state.messages.size);
     return this.logBytesSinceSnapshot >= logBytes;
@@ -302,6 +305,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     const ours = storeId === this.bodies.store.storeId ? adopted : null;
     const sameList = ours !== null && ours.snapshot === snapshot;
     let lost = 0;
+    // Room for the log since the snapshot too (replayed next): a quarter more.
+    this.bodies.reserve(messageIds.length + (messageIds.length >>> 2));
     for (let i = 0; i < messageIds.length; i++) {
       const handle = ours === null ? undefined : sameList ? ours.take(i) : ours.takeRecord(recordIds[i]!);
       if (handle === undefined) lost++;

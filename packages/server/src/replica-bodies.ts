@@ -103,6 +103,11 @@ export class ReplicaBodies {
   }
 
   /** Takes over a handle the caller holds a reference to (a record adopted at startup). */
+  /** Room for `count` live messages without growing (a restore). */
+  reserve(count: number): void {
+    this.live.reserve(count);
+  }
+
   adopt(id: number, handle: BodyHandle): void {
     this.live.set(id, handle);
     this.bytes += this.store.size(handle);

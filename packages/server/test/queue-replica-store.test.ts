@@ -265,6 +265,27 @@ describe('a queue replica on the message store', () => {
     expect(store.stats().liveRecords).toBe(2);
   });
 
+  it('snapshots at once when drained while records stay pinned, so a quiet empty queue keeps none', async () => {
+    const store = await stores.open();
+    const r = replica(store);
+    let index = fill(r, 50, 64);
+    r.snapshot();
+    r.snapshotSaved();
+    for (let i = 0; i < 49; i++) r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+    r.sweep();
+    // Far below SNAPSHOT_PINNED_BYTES_MIN and the interval: not due while one is queued.
+    expect(r.snapshotDue(1024)).toBe(false);
+    r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+    r.sweep();
+    expect(r.bodies.size).toBe(0);
+    expect(store.stats().liveRecords).toBe(50); // pinned by the saved snapshot
+    expect(r.snapshotDue(1024)).toBe(true);
+    expect(decodeQueueSnapshot(r.snapshot()).refs?.messageIds).toEqual([]);
+    r.snapshotSaved();
+    expect(store.stats().liveRecords).toBe(0);
+    expect(r.snapshotDue(1024)).toBe(false);
+  });
+
   it('releases its records on close(), pinned ones included', async () => {
     const store = await stores.open();
     const r = replica(store);

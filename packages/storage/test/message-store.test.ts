@@ -135,6 +135,27 @@ describe('MessageStore: put, read, references', { timeout: 30_000 }, () => {
   });
 });
 
+describe('MessageStore: read cache', { timeout: 30_000 }, () => {
+  it('keeps its cache while reads go through it and empties it once none did between two calls', async () => {
+    const dir = await tempDir('ms-cache');
+    const { store } = await openStore(dir, { readAheadBytes: 4096 });
+    const handles = Array.from({ length: 40 }, (_, i) => store.put(message(i, 1000)));
+    await store.sync();
+    for (const handle of handles) expectBytes(store.read(handle), message(handles.indexOf(handle), 1000));
+    const cached = store.stats().cacheBytes;
+    expect(cached).toBeGreaterThan(0);
+    // Read since the last call: kept.
+    expect(store.dropCacheIfUnused()).toBe(0);
+    expect(store.stats().cacheBytes).toBe(cached);
+    // Nothing read since: dropped, and reads work again afterwards.
+    expect(store.dropCacheIfUnused()).toBe(cached);
+    expect(store.stats().cacheBytes).toBe(0);
+    expectBytes(store.read(handles[7]!), message(7, 1000));
+    expect(store.stats().cacheBytes).toBeGreaterThan(0);
+    await store.close();
+  });
+});
+
 describe('MessageStore: durability', { timeout: 30_000 }, () => {
   it('resolves sync only after a datasync covering the records, coalescing concurrent syncs', async () => {
     const dir = await tempDir('ms-sync');

@@ -75,6 +75,12 @@ export interface MessageStoreApi {
    */
   recovered(): void;
   stats(): MessageStoreStats;
+  /**
+   * Empties the read-ahead cache if nothing was read through it since the previous call;
+   * returns the bytes it dropped. A node calls it every few seconds: an idle store keeps no
+   * cache.
+   */
+  dropCacheIfUnused(): number;
   /** Flushes and closes. Not durable unless `sync()` resolved first. */
   close(): Promise<void>;
 }

@@ -63,6 +63,11 @@ export class FrameReader {
     if (closeFile) this.readers.close(segment);
   }
 
+  /** See ReadCache.dropIfUnused. */
+  dropCacheIfUnused(): number {
+    return this.cache.dropIfUnused();
+  }
+
   close(): void {
     this.readers.closeAll();
     this.cache.clear();

@@ -130,6 +130,18 @@ export class HandleTable {
     }
   }
 
+  /** Room for `count` slots in all without growing (the records found at open, before they are adopted). */
+  reserve(count: number): void {
+    const capacity = Math.min(SLOTS_MAX, count);
+    if (capacity <= this.recordIds.length) return;
+    this.resizeTo(capacity);
+  }
+
+  /** Gives back capacity (as a release would) once under a quarter of it is live: after the adoptions at open. */
+  trim(): void {
+    if (this.recordIds.length > CAPACITY_MIN && this.liveSlots * 4 < this.recordIds.length) this.shrink();
+  }
+
   /** Points a live record at its new copy (compaction). */
   move(handle: number, segment: number, offset: number): void {
     this.segments[handle] = segment;
@@ -152,6 +164,10 @@ export class HandleTable {
   private grow(): void {
     const capacity = Math.min(SLOTS_MAX, Math.ceil(this.recordIds.length * 1.5));
     assert(capacity > this.recordIds.length, 'the handle table is full');
+    this.resizeTo(capacity);
+  }
+
+  private resizeTo(capacity: number): void {
     this.recordIds = grown(this.recordIds, new Float64Array(capacity));
     this.segments = grown(this.segments, new Uint32Array(capacity));
     this.offsets = grown(this.offsets, new Uint32Array(capacity));

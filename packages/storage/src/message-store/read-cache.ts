@@ -17,6 +17,8 @@ export class ReadCache {
   private held = 0;
   /** Key of the last chunk in `chunks` (-1 if none): a hit on it need not move it. */
   private newest = -1;
+  /** Whether anything was looked up since the last `dropIfUnused`. */
+  private used = false;
 
   constructor(readonly bytesMax: number) {
     assert(Number.isSafeInteger(bytesMax) && bytesMax >= 0, () => `bad cache size ${bytesMax}`);
@@ -29,6 +31,7 @@ export class ReadCache {
   /** Chunk `chunk` of segment `segment`, now the most recently used; or undefined. */
   get(segment: number, chunk: number): Uint8Array | undefined {
     const key = keyOf(segment, chunk);
+    this.used = true;
     const bytes = this.chunks.get(key);
     if (bytes === undefined || key === this.newest) return bytes;
     this.chunks.delete(key);
@@ -69,6 +72,18 @@ export class ReadCache {
       this.held -= old.byteLength;
       if (key === this.newest) this.newest = -1;
     }
+  }
+
+  /**
+   * Empties the cache when nothing was looked up since the previous call (or since it was
+   * made): the cache of a node whose consumers went quiet, or whose queues drained, is given
+   * back instead of kept at its bound. Returns the bytes dropped.
+   */
+  dropIfUnused(): number {
+    const dropped = this.used ? 0 : this.held;
+    if (!this.used) this.clear();
+    this.used = false;
+    return dropped;
   }
 
   clear(): void {

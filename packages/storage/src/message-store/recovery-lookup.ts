@@ -16,14 +16,9 @@ export interface FoundSegment {
   readonly records: SegmentRecords;
 }
 
-/** Where a found record is. */
-export interface FoundRecord {
-  readonly segment: number;
-  readonly offset: number;
-  readonly messageBytes: number;
-}
-
 export class RecoveryLookup {
+  private lastFound = -1;
+
   private constructor(
     private readonly recordIds: Float64Array,
     private readonly segments: Uint32Array,
@@ -55,9 +50,7 @@ export class RecoveryLookup {
     if (sorted) return new RecoveryLookup(ids, segs, offs, lens, new Int32Array(total).fill(-1));
     // Compaction copies old records among new ones, so the files are not in id order. Sort
     // positions by id, newest segment first among equal ids, then keep the first of each id.
-    const order = new Uint32Array(total);
-    for (let i = 0; i < total; i++) order[i] = i;
-    order.sort((a, b) => ids[a]! - ids[b]! || segs[b]! - segs[a]!);
+    const order = sortedPositions(ids, segs);
     let unique = 0;
     for (let i = 0; i < total; i++) if (i === 0 || ids[order[i]!] !== ids[order[i - 1]!]) unique++;
     const lookup = new RecoveryLookup(
@@ -88,22 +81,32 @@ export class RecoveryLookup {
     return this.recordIds.length === 0 ? 0 : this.recordIds[this.recordIds.length - 1]!;
   }
 
-  /** Position of `recordId` in the lookup, or -1. */
+  /** Position of `recordId` in the lookup, or -1. Adoptions come in id order: the one after the last found is tried first. */
   find(recordId: number): number {
+    const next = this.lastFound + 1;
+    if (next < this.recordIds.length && this.recordIds[next] === recordId) return (this.lastFound = next);
     let low = 0;
     let high = this.recordIds.length - 1;
     while (low <= high) {
       const mid = (low + high) >>> 1;
       const id = this.recordIds[mid]!;
-      if (id === recordId) return mid;
+      if (id === recordId) return (this.lastFound = mid);
       if (id < recordId) low = mid + 1;
       else high = mid - 1;
     }
     return -1;
   }
 
-  record(at: number): FoundRecord {
-    return { segment: this.segments[at]!, offset: this.offsets[at]!, messageBytes: this.lengths[at]! };
+  segment(at: number): number {
+    return this.segments[at]!;
+  }
+
+  offset(at: number): number {
+    return this.offsets[at]!;
+  }
+
+  messageBytes(at: number): number {
+    return this.lengths[at]!;
   }
 
   /** The handle adopting the record at `at`, or -1. */
@@ -121,4 +124,58 @@ export class RecoveryLookup {
     const at = this.find(recordId);
     if (at >= 0 && this.handles[at] === handle) this.handles[at] = -1;
   }
+}
+
+/**
+ * Positions 0..n-1 ordered by id, the higher segment first among equal ids. The files are
+ * ascending runs (each compaction starts a new run in the segment it copies into), so this
+ * merges the runs pairwise (natural merge sort): O(n log runs) instead of a comparator sort
+ * of every position.
+ */
+function sortedPositions(ids: Float64Array, segs: Uint32Array): Uint32Array {
+  const n = ids.length;
+  const bounds: number[] = [0];
+  for (let i = 1; i < n; i++) if (!(ids[i - 1]! < ids[i]!)) bounds.push(i);
+  bounds.push(n);
+  let from = new Uint32Array(n);
+  for (let i = 0; i < n; i++) from[i] = i;
+  let to = new Uint32Array(n);
+  let runs = bounds;
+  while (runs.length > 2) {
+    const next: number[] = [0];
+    for (let r = 0; r + 1 < runs.length; r += 2) {
+      const lo = runs[r]!;
+      const mid = runs[r + 1]!;
+      const hi = r + 2 < runs.length ? runs[r + 2]! : mid;
+      mergeInto(ids, segs, from, to, lo, mid, hi);
+      next.push(hi);
+    }
+    const swap = from;
+    from = to;
+    to = swap;
+    runs = next;
+  }
+  return from;
+}
+
+/** Merges the sorted position runs from[lo, mid) and from[mid, hi) into to[lo, hi). */
+function mergeInto(ids: Float64Array, segs: Uint32Array, from: Uint32Array, to: Uint32Array, lo: number, mid: number, hi: number): void {
+  let i = lo;
+  let j = mid;
+  let k = lo;
+  while (i < mid && j < hi) {
+    const a = from[i]!;
+    const b = from[j]!;
+    const idA = ids[a]!;
+    const idB = ids[b]!;
+    if (idB < idA || (idB === idA && segs[b]! > segs[a]!)) {
+      to[k++] = b;
+      j++;
+    } else {
+      to[k++] = a;
+      i++;
+    }
+  }
+  while (i < mid) to[k++] = from[i++]!;
+  while (j < hi) to[k++] = from[j++]!;
 }

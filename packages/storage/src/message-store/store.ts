@@ -111,6 +111,8 @@ export class MessageStore implements MessageStoreApi {
   ) {
     this.reader = new FrameReader(config);
     this.lookup = lookup;
+    // Every record found may be adopted: one allocation instead of growing step by step.
+    this.handles.reserve(lookup.size);
     this.orphanIndexes = orphanIndexes;
     for (const found of loaded) {
       const segment = new Segment(found.number, 'sealed', found.recordIdFloor, null);
@@ -194,10 +196,11 @@ export class MessageStore implements MessageStoreApi {
       this.handles.retain(adopted);
       return adopted;
     }
-    const found = lookup.record(at);
-    const handle = this.handles.allocate(recordId, found.segment, found.offset, found.messageBytes);
-    this.liveMessageBytes += found.messageBytes;
-    this.segmentOf(found.segment).addLive(FRAME_OVERHEAD_BYTES + found.messageBytes);
+    const segment = lookup.segment(at);
+    const messageBytes = lookup.messageBytes(at);
+    const handle = this.handles.allocate(recordId, segment, lookup.offset(at), messageBytes);
+    this.liveMessageBytes += messageBytes;
+    this.segmentOf(segment).addLive(FRAME_OVERHEAD_BYTES + messageBytes);
     lookup.setHandle(at, handle);
     return handle;
   }
@@ -234,6 +237,7 @@ export class MessageStore implements MessageStoreApi {
   recovered(): void {
     assert(this.lookup !== null, 'recovered() called twice');
     this.lookup = null;
+    this.handles.trim();
     if (this.lifecycle !== 'open') return;
     const dead = [...this.segments.values()].filter((segment) => segment.state === 'sealed' && segment.liveRecords === 0);
     if (dead.length > 0 || this.orphanIndexes.length > 0) this.deleteSegments(dead, this.orphanIndexes);
@@ -658,6 +662,10 @@ export class MessageStore implements MessageStoreApi {
   }
 
   // ------------------------------------------------------------------ lifecycle
+
+  dropCacheIfUnused(): number {
+    return this.reader.dropCacheIfUnused();
+  }
 
   stats(): MessageStoreStats {
     let diskBytes = 0;
