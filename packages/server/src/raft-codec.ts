@@ -302,3 +302,38 @@ function writeAppend(out: Buffer, at: number, groupId: string, message: Append, 
   out[at++] = APPEND_COMMIT;
   return writeVarint(out, at, message.commit);
 }
+
+/**
+ * A RaftBatch stays well under gRPC's message limit (64 MiB on both ends, transport.ts and
+ * server.ts): a leader catching a follower up emits up to 64 appends of 4 MiB in one turn,
+ * and one batch of them all was refused by gRPC, which closed the stream and dropped the
+ * batch, again at each retry.
+ */
+export const RAFT_BATCH_BYTES_MAX = 16 * 1024 * 1024;
+
+/** A message's bytes on the wire, about (its payload plus a fixed allowance for the rest). */
+function approximateBytes(message: Message): number {
+  let bytes = 128 + message.from.length + message.to.length;
+  if (message.type === 'append') for (const entry of message.entries) bytes += entry.data.byteLength + 32;
+  else if (message.type === 'snapshot') bytes += message.chunk.byteLength + 64;
+  return bytes;
+}
+
+/** One peer's messages of a turn as consecutive batches of at most about `bytesMax` (a larger message alone), in order. */
+export function raftBatchChunks(messages: readonly GroupMessage[], bytesMax = RAFT_BATCH_BYTES_MAX): GroupMessage[][] {
+  const chunks: GroupMessage[][] = [];
+  let current: GroupMessage[] = [];
+  let bytes = 0;
+  for (const item of messages) {
+    const size = approximateBytes(item.message) + item.groupId.length;
+    if (current.length > 0 && bytes + size > bytesMax) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(item);
+    bytes += size;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}

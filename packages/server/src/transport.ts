@@ -21,7 +21,7 @@ import type { Message, NodeId } from '@quorumq/raft';
 import type { Logger } from 'pino';
 
 import { PEER_NODE_ID_METADATA, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
-import { encodeRaftBatch, messageFromWire, type GroupMessage } from './raft-codec.js';
+import { encodeRaftBatch, messageFromWire, raftBatchChunks, type GroupMessage } from './raft-codec.js';
 
 import pb = quorumq.v1;
 
@@ -213,7 +213,8 @@ export class PeerTransport {
       const stream = this.streamOf(link);
       // No stream (waiting to reconnect after a break): dropped, as a lossy network would; Raft re-sends.
       if (stream === null) continue;
-      stream.write(messages);
+      // Batches under gRPC's message limit (raft-codec.ts, RAFT_BATCH_BYTES_MAX).
+      for (const chunk of raftBatchChunks(messages)) stream.write(chunk);
       this.onBatch(messages.length);
     }
   }

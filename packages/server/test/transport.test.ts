@@ -28,7 +28,8 @@ async function endpoint(
   refused: Array<[string, string]>,
   refusals: Array<[RaftRefusal, string | null, string]> = [],
 ): Promise<string> {
-  const server = new Server();
+  // The node's own limit (server.ts).
+  const server = new Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
   server.addService(RaftTransportService, {
     stream: raftStreamHandler({
       selfId,
@@ -71,6 +72,31 @@ describe('peer streams', () => {
     transport.send('meta', [heartbeat('n1')]);
     await until(() => received.length > 0);
     expect(received).toEqual([{ groupId: 'meta', message: heartbeat('n1') }]);
+  });
+
+  it("deliver a turn's messages larger in all than gRPC's 64 MiB message limit, in order (a leader catching a follower up)", async () => {
+    const received: GroupMessage[] = [];
+    const address = await endpoint('n1', received, []);
+    const transport = new PeerTransport('n2', new Map([['n1', address]]), SECRET, capturingLogger([]));
+    closers.push(() => transport.close());
+    transport.send('meta', [heartbeat('n1')]);
+    await until(() => received.length > 0);
+    // 24 appends of 4 MiB (the core's appendBytesMax): 96 MiB in one turn.
+    const appends: Message[] = Array.from({ length: 24 }, (_, i) => ({
+      type: 'append',
+      from: 'n2',
+      to: 'n1',
+      term: 3,
+      prevLogIndex: i,
+      prevLogTerm: 3,
+      commit: 0,
+      entries: [{ index: i + 1, term: 3, type: 'normal', data: new Uint8Array(4 * 1024 * 1024).fill(i) }],
+    }));
+    transport.send('q/1/big', appends);
+    await until(() => received.length >= 25, 20_000);
+    expect(received.length).toBe(25);
+    expect(received.slice(1).map((r) => (r.message.type === 'append' ? r.message.prevLogIndex : -1))).toEqual(appends.map((_, i) => i));
+    expect(transport.isConnected('n1')).toBe(true);
   });
 
   it('keepAlive reopens a peer stream with nothing to send, so the peer reads as reachable', async () => {
