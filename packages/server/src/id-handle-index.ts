@@ -90,6 +90,42 @@ export class IdHandleIndex {
     }
   }
 
+  /** The largest live id, or undefined. */
+  last(): number | undefined {
+    if (this.live === 0) return undefined;
+    let at = this.tail - 1;
+    while (this.handles[at] === NONE) at--;
+    return this.ids[at];
+  }
+
+  /** An independent copy (two block copies): a snapshot lists it a step at a time while this one changes. */
+  copy(): IdHandleIndex {
+    const copy = new IdHandleIndex();
+    copy.ids = this.ids.slice(this.head, this.tail);
+    copy.handles = this.handles.slice(this.head, this.tail);
+    copy.head = 0;
+    copy.tail = this.tail - this.head;
+    copy.live = this.live;
+    return copy;
+  }
+
+  /** Positions to walk with `scan`: [0, end). */
+  get end(): number {
+    return this.tail - this.head;
+  }
+
+  /**
+   * Calls `each` for the live ids at positions [from, to) in order (positions count from the
+   * smallest id, holes included; see `end`); `each` must not change the index.
+   */
+  scan(from: number, to: number, each: (id: number, handle: number) => void): void {
+    const end = this.head + Math.min(to, this.tail - this.head);
+    for (let at = this.head + from; at < end; at++) {
+      const handle = this.handles[at]!;
+      if (handle !== NONE) each(this.ids[at]!, handle);
+    }
+  }
+
   /** The live ids in order, in a new array (for removing while walking). */
   liveIds(): number[] {
     const out = new Array<number>(this.live);

@@ -584,41 +584,66 @@ function sums(deltas: ReadonlyArray<number | { toNumber(): number }>, what: stri
 
 /**
  * The local form: `QueueSnapshot { machine, store_id, message_id_deltas, record_id_deltas }`.
- * Its size grows by a few bytes per live message, not with their bytes. Written by hand in
- * one pass into a buffer sized for the worst case (two 10-byte varints a message).
+ * Its size grows by a few bytes per live message, not with their bytes.
  */
 export function encodeQueueSnapshotRefs(machine: Uint8Array, refs: SnapshotRefs): Uint8Array {
   const { storeId, messageIds, recordIds } = refs;
   if (messageIds.length !== recordIds.length) throw new Error(`${messageIds.length} message ids but ${recordIds.length} record ids`);
+  const messageDeltas = new PackedDeltas(messageIds.length);
+  const recordDeltas = new PackedDeltas(recordIds.length);
+  for (let i = 0; i < messageIds.length; i++) {
+    messageDeltas.push(messageIds[i]!);
+    recordDeltas.push(recordIds[i]!);
+  }
+  return assembleQueueSnapshotRefs(machine, storeId, messageDeltas, recordDeltas);
+}
+
+/**
+ * A packed `repeated sint64` of the differences between consecutive values (the first from
+ * 0), written as the values come (a snapshot lists a long queue's messages a step at a time).
+ */
+export class PackedDeltas {
+  private buf: Buffer;
+  private length = 0;
+  private previous = 0;
+  count = 0;
+
+  /** `expected`: about how many values come (room for them at 3 bytes each is made at once). */
+  constructor(expected = 0) {
+    this.buf = Buffer.allocUnsafe(Math.max(64, expected * 3));
+  }
+
+  push(value: number): void {
+    if (this.length + 10 > this.buf.length) {
+      const bigger = Buffer.allocUnsafe(this.buf.length * 2);
+      this.buf.copy(bigger, 0, 0, this.length);
+      this.buf = bigger;
+    }
+    this.length = writeVarint(this.buf, this.length, zigzag(value - this.previous));
+    this.previous = value;
+    this.count++;
+  }
+
+  /** The packed payload (without tag and length). */
+  get bytes(): Buffer {
+    return this.buf.subarray(0, this.length);
+  }
+}
+
+/** The local snapshot from its parts (see encodeQueueSnapshotRefs): block copies only. */
+export function assembleQueueSnapshotRefs(machine: Uint8Array, storeId: string, messageIds: PackedDeltas, recordIds: PackedDeltas): Uint8Array {
+  if (messageIds.count !== recordIds.count) throw new Error(`${messageIds.count} message ids but ${recordIds.count} record ids`);
   const storeIdBytes = Buffer.byteLength(storeId, 'utf8');
-  const packedMax = (count: number): number => 1 + 10 + 10 * count;
-  const out = Buffer.allocUnsafe(bytesFieldBytes(machine.byteLength) + bytesFieldBytes(storeIdBytes) + 2 * packedMax(messageIds.length));
+  const packed = (deltas: PackedDeltas): number => (deltas.count === 0 ? 0 : bytesFieldBytes(deltas.bytes.length));
+  const out = Buffer.allocUnsafe(bytesFieldBytes(machine.byteLength) + bytesFieldBytes(storeIdBytes) + packed(messageIds) + packed(recordIds));
   let at = writeBytesField(out, 0, SNAPSHOT_MACHINE, machine);
   out[at++] = SNAPSHOT_STORE_ID;
   at = writeVarint(out, at, storeIdBytes);
   at += out.write(storeId, at, storeIdBytes, 'utf8');
-  at = writePackedDeltas(out, at, SNAPSHOT_MESSAGE_ID_DELTAS, messageIds);
-  at = writePackedDeltas(out, at, SNAPSHOT_RECORD_ID_DELTAS, recordIds);
-  return out.subarray(0, at);
-}
-
-/** A packed `repeated sint64` of the differences between consecutive values (the first from 0). */
-function writePackedDeltas(out: Buffer, at: number, tag: number, values: readonly number[]): number {
-  if (values.length === 0) return at;
-  let length = 0;
-  let previous = 0;
-  for (let i = 0; i < values.length; i++) {
-    length += varintBytes(zigzag(values[i]! - previous));
-    previous = values[i]!;
-  }
-  out[at++] = tag;
-  at = writeVarint(out, at, length);
-  previous = 0;
-  for (let i = 0; i < values.length; i++) {
-    at = writeVarint(out, at, zigzag(values[i]! - previous));
-    previous = values[i]!;
-  }
-  return at;
+  if (messageIds.count > 0) at = writeBytesField(out, at, SNAPSHOT_MESSAGE_ID_DELTAS, messageIds.bytes);
+  if (recordIds.count > 0) at = writeBytesField(out, at, SNAPSHOT_RECORD_ID_DELTAS, recordIds.bytes);
+  if (at !== out.length) throw new Error('queue snapshot size miscomputed');
+  return out;
 }
 
 /** sint64's zigzag of a safe integer, without 32-bit shifts. */

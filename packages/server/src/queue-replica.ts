@@ -15,7 +15,7 @@ import {
   commandTypeProblem,
   createQueueState,
   decodeSnapshot,
-  encodeSnapshot,
+  encodeSnapshotLater,
   type DeliveredMessage,
   type Effect,
   type QueueArguments,
@@ -28,7 +28,7 @@ import { MessageStoreWriteError, type MessageStoreApi } from '@quorumq/storage';
 
 import type { AdoptedBodies } from './adopted-bodies.js';
 import type { GroupMachine, PortableSnapshotBuild } from './raft-group.js';
-import { decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, encodeQueueSnapshotRefs, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
+import { assembleQueueSnapshotRefs, decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, PackedDeltas, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
 import { ReplicaBodies } from './replica-bodies.js';
 import type { OutgoingDelivery } from './wire.js';
 
@@ -58,6 +58,9 @@ const OK: Reply = { type: 'ok' };
  * per live message. See docs/architecture.md ("The message store") for the figures.
  */
 export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 64;
+
+/** Column values the machine's snapshot encoder handles per unit of its step budget (its chunk). */
+const MACHINE_VALUES_PER_STEP_UNIT = 2048;
 
 /**
  * The portable form of a snapshot holds every live message's bytes in one buffer (and
@@ -223,13 +226,50 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
 
   /** The local form: the machine and references into this node's message store. */
   snapshot(): Uint8Array {
+    const build = this.snapshotSteps();
+    for (;;) {
+      const data = build.step(Number.MAX_SAFE_INTEGER);
+      if (data !== null) return data;
+    }
+  }
+
+  /**
+   * The local form of a snapshot of the queue as it is now, built a step at a time while
+   * the replica goes on applying entries: a copy of the machine's state is encoded (see
+   * encodeSnapshotLater), then the messages it holds are listed with their records (see
+   * ReplicaBodies.snapshotBegin). A step does about `budget` messages' worth of work.
+   */
+  snapshotSteps(): PortableSnapshotBuild {
     this.commandsSinceSnapshot = 0;
     this.logBytesSinceSnapshot = 0;
     this.restoredPortable = false;
-    const messages = this.state.messages;
-    const { messageIds, recordIds, lost } = this.bodies.snapshotTaken((id) => messages.has(id));
+    const encoding = encodeSnapshotLater(this.state);
+    const held = encoding.state.messages;
+    const { listing, lost } = this.bodies.snapshotBegin((id) => held.has(id));
     if (lost > 0) this.options.onLostBodies?.(this, lost);
-    return encodeQueueSnapshotRefs(encodeSnapshot(this.state), { storeId: this.bodies.store.storeId, messageIds, recordIds });
+    const storeId = this.bodies.store.storeId;
+    const messageIds = new PackedDeltas(held.size);
+    const recordIds = new PackedDeltas(held.size);
+    const list = (id: number, recordId: number): void => {
+      messageIds.push(id);
+      recordIds.push(recordId);
+    };
+    let machine: Uint8Array | null = null;
+    let listed = false;
+    return {
+      step: (budget) => {
+        // The machine's encoder counts in chunks of column values (a message has several).
+        if (machine === null) {
+          machine = encoding.step(Math.ceil(budget / MACHINE_VALUES_PER_STEP_UNIT));
+          return null;
+        }
+        if (!listed) {
+          listed = listing.step(budget, list);
+          if (!listed) return null;
+        }
+        return assembleQueueSnapshotRefs(machine, storeId, messageIds, recordIds);
+      },
+    };
   }
 
   /**

@@ -9,7 +9,7 @@
  */
 import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
 import type { ConfChange, Entry, Message, NodeId, PlantedBug, RaftOptions, RaftStatus, Ready, SoftState } from '@quorumq/raft';
-import type { NodeStorage } from '@quorumq/storage';
+import { StaleSnapshotError, type NodeStorage } from '@quorumq/storage';
 
 import { invariant } from './invariant.js';
 import { BrokerError, Status, Reason } from './errors.js';
@@ -20,6 +20,12 @@ export interface GroupMachine<R> {
   /** Applies one committed entry. `leader` is true when this replica leads the group now. */
   apply(entry: Entry, leader: boolean): R;
   snapshot(): Uint8Array;
+  /**
+   * A machine whose snapshot takes long (a queue's: in proportion to its messages) takes it a
+   * step at a time instead: the snapshot is of the state now, the steps run between other
+   * work while the machine goes on applying entries.
+   */
+  snapshotSteps?(): PortableSnapshotBuild;
   restore(data: Uint8Array): void;
   /**
    * Whether a snapshot is due, given `snapshotInterval` (default: once that many entries
@@ -52,6 +58,9 @@ export interface PortableSnapshotBuild {
 
 /** Messages read per step of a portable snapshot's build: a few milliseconds, then other work runs. */
 const PORTABLE_STEP_BUDGET = 4096;
+
+/** Messages per step of a snapshot taken a step at a time (see GroupMachine.snapshotSteps): a few milliseconds. */
+export const SNAPSHOT_STEP_BUDGET = 16_384;
 
 /** Core settings a group may override (the simulator uses small ones to reach edge cases). */
 export type RaftTuning = Pick<
@@ -145,6 +154,11 @@ export class RaftGroup<R> {
   private portableBuild: { readonly index: number; readonly build: PortableSnapshotBuild } | null = null;
   /** The snapshot whose portable form the machine refused to build (too large). */
   private portableRefusedIndex = -1;
+  /**
+   * The snapshot being taken: built a step at a time (`build` set) for the state at `index`,
+   * then saved in the background (`build` null). One at a time.
+   */
+  private snapshotting: { readonly index: number; build: PortableSnapshotBuild | null } | null = null;
 
   constructor(private readonly options: RaftGroupOptions<R>) {
     const restored = options.storage.restoreGroup(options.groupId);
@@ -500,6 +514,9 @@ export class RaftGroup<R> {
 
   private apply(ready: Ready): void {
     if (ready.snapshot !== null) {
+      // A snapshot being built holds the replaced state: drop it (one being saved is older
+      // than this one, and the storage refuses it as stale).
+      if (this.snapshotting?.build != null) this.snapshotting = null;
       this.options.machine.restore(ready.snapshot.data);
       this.machineIndex = ready.snapshot.meta.index;
       // Proposals at or below the snapshot cannot be matched to a reply any more.
@@ -548,6 +565,7 @@ export class RaftGroup<R> {
   }
 
   private async maybeSnapshot(): Promise<void> {
+    if (this.snapshotting !== null) return;
     const machine = this.options.machine;
     const storage = this.options.storage;
     if (machine.snapshotDue === undefined) {
@@ -558,11 +576,69 @@ export class RaftGroup<R> {
     } else if (!machine.snapshotDue(storage.snapshotInterval)) {
       return;
     }
-    const snapshot = this.raft.compact(this.machineIndex, machine.snapshot());
+    if (machine.snapshotSteps !== undefined) {
+      // Built between other work, then saved in the background: the Ready loop goes on
+      // (appends, heartbeats) while a long queue is snapshotted.
+      this.snapshotting = { index: this.machineIndex, build: machine.snapshotSteps() };
+      this.options.env.endOfTurn(this.stepSnapshot);
+      return;
+    }
+    const index = this.machineIndex;
+    this.snapshotting = { index, build: null };
+    try {
+      await this.saveSnapshot(index, machine.snapshot());
+    } finally {
+      this.snapshotting = null;
+    }
+  }
+
+  /** One step of the snapshot being built; once built, it is saved in the background. */
+  private readonly stepSnapshot = (): void => {
+    const taking = this.snapshotting;
+    if (taking === null || taking.build === null || this.stopped) return;
+    let data: Uint8Array | null;
+    try {
+      data = taking.build.step(SNAPSHOT_STEP_BUDGET);
+    } catch (error) {
+      this.snapshotting = null;
+      this.fatal(error);
+      return;
+    }
+    if (data === null) {
+      this.options.env.endOfTurn(this.stepSnapshot);
+      return;
+    }
+    taking.build = null;
+    this.saveSnapshot(taking.index, data).then(
+      () => {
+        if (this.snapshotting === taking) this.snapshotting = null;
+        // Another may be due already (the log grew while this one was taken).
+        if (!this.loopRunning && !this.stopped) void this.maybeSnapshot().catch((error: unknown) => this.fatal(error));
+      },
+      (error: unknown) => {
+        if (this.snapshotting === taking) this.snapshotting = null;
+        this.fatal(error);
+      },
+    );
+  };
+
+  /**
+   * Compacts the log to a snapshot of the state at `index` and saves it. Nothing happens
+   * when a newer snapshot was installed meanwhile (the core or the storage has it already).
+   */
+  private async saveSnapshot(index: number, data: Uint8Array): Promise<void> {
+    const machine = this.options.machine;
+    if (this.stopped) return;
+    const snapshot = this.raft.compact(index, data);
     if (snapshot === null) return;
     if (machine.snapshotDurable !== undefined && !(await machine.snapshotDurable())) return;
     if (this.stopped) return;
-    await this.options.storage.saveLocalSnapshot(this.groupId, snapshot);
+    try {
+      await this.options.storage.saveLocalSnapshot(this.groupId, snapshot);
+    } catch (error) {
+      if (error instanceof StaleSnapshotError) return;
+      throw error;
+    }
     machine.snapshotSaved?.();
   }
 }

@@ -165,31 +165,30 @@ export class ReplicaBodies {
   }
 
   /**
-   * A snapshot listing the live messages (those `has` holds) is taken now: deletes the
-   * others, puts the held ones into the store, returns the ids and record ids of all (in id
-   * order), and pins from now on what leaves among them. `lost` counts the held messages
-   * the store refused (they have no bytes any more, and are not listed).
+   * A snapshot is taken now, of the messages `has` will say the queue holds: puts the held
+   * messages into the store and pins from now on what leaves among those it lists. The
+   * listing is then made a step at a time (see SnapshotListing) while the queue changes:
+   * what it lists stays readable (pinned) until the next snapshot is saved. `lost` counts
+   * the held messages the store refused (they have no bytes any more, and are not listed).
    */
-  snapshotTaken(has: (id: number) => boolean): { messageIds: number[]; recordIds: number[]; lost: number } {
-    let stale = 0;
-    this.live.forEach((id) => {
-      if (!has(id)) stale++;
-    });
-    if (stale > 0) this.deleteUnless(has);
+  snapshotBegin(has: (id: number) => boolean): { listing: SnapshotListing; lost: number } {
     const lost = this.storeHeld();
-    const messageIds = new Array<number>(this.live.size);
-    const recordIds = new Array<number>(this.live.size);
-    let i = 0;
-    let last = -1;
-    this.live.forEach((id, handle) => {
-      messageIds[i] = id;
-      recordIds[i++] = this.store.recordId(handle);
-      last = id;
-    });
+    const listing = new SnapshotListing(this.live.copy(), this.store, has);
     for (const handle of this.pinned.values()) this.releasing.push(handle);
     this.pinned = new Map();
     this.pinnedBytes = 0;
-    this.pinBelow = last + 1;
+    this.pinBelow = (this.live.last() ?? -1) + 1;
+    return { listing, lost };
+  }
+
+  /** `snapshotBegin`, listed at once: the ids and record ids of the messages `has` holds, in id order. */
+  snapshotTaken(has: (id: number) => boolean): { messageIds: number[]; recordIds: number[]; lost: number } {
+    const { listing, lost } = this.snapshotBegin(has);
+    const messageIds: number[] = [];
+    const recordIds: number[] = [];
+    while (!listing.step(Number.MAX_SAFE_INTEGER, (id, recordId) => (messageIds.push(id), recordIds.push(recordId)))) {
+      // one step lists them all
+    }
     return { messageIds, recordIds, lost };
   }
 
@@ -221,7 +220,34 @@ export class ReplicaBodies {
     this.pinned = new Map();
     this.pinnedBytes = 0;
     this.releasing = [];
-    this.pinBelow = 0;
+    this.pinBelow = (this.live.last() ?? -1) + 1;
     this.bytes = 0;
+  }
+}
+
+/**
+ * The messages a snapshot lists, found a step at a time in a copy of the replica's index
+ * taken when the snapshot began: those `has` (the queue's state at that moment) holds, with
+ * their record ids. Their records stay (pinned) until the next snapshot is saved, so the
+ * handles in the copy remain valid while it is walked.
+ */
+export class SnapshotListing {
+  private next = 0;
+
+  constructor(
+    private readonly index: IdHandleIndex,
+    private readonly store: MessageStoreApi,
+    private readonly has: (id: number) => boolean,
+  ) {}
+
+  /** Lists up to `budget` more positions through `each` (id order); true once all are listed. */
+  step(budget: number, each: (id: number, recordId: number) => void): boolean {
+    const to = Math.min(this.index.end, this.next + Math.max(1, budget));
+    const { store, has } = this;
+    this.index.scan(this.next, to, (id, handle) => {
+      if (has(id)) each(id, store.recordId(handle));
+    });
+    this.next = to;
+    return to >= this.index.end;
   }
 }

@@ -26,6 +26,33 @@ class Echo implements GroupMachine<string> {
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+/** Applies entries as a list, and snapshots that list a step at a time (until `hold` is cleared). */
+class SteppedList implements GroupMachine<string> {
+  applied: string[] = [];
+  snapshotsBegun: number[] = [];
+  steps = 0;
+  hold = true;
+  apply(entry: Entry): string {
+    const text = Buffer.from(entry.data).toString();
+    if (text !== '') this.applied.push(text);
+    return text;
+  }
+  snapshot(): Uint8Array {
+    return Buffer.from(JSON.stringify(this.applied));
+  }
+  snapshotDue(): boolean {
+    return this.applied.length >= 5 && this.snapshotsBegun.length === 0;
+  }
+  snapshotSteps(): { step(budget: number): Uint8Array | null } {
+    this.snapshotsBegun.push(this.applied.length);
+    const data = this.snapshot();
+    return { step: () => (++this.steps, this.hold ? null : data) };
+  }
+  restore(data: Uint8Array): void {
+    this.applied = JSON.parse(Buffer.from(data).toString()) as string[];
+  }
+}
+
 /** n1 of a three-voter group whose peers vote for it and then never answer an append. */
 async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Promise<RaftGroup<string>> {
   const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
@@ -64,6 +91,49 @@ async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Pro
 }
 
 describe('a proposal with a deadline', () => {
+  it('keeps applying while a snapshot is taken a step at a time, then saves the snapshot of the index it began at', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
+    dirs.push(dir);
+    const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
+    const machine = new SteppedList();
+    const group = new RaftGroup<string>({
+      groupId: 'g',
+      env: systemEnv,
+      nodeId: 'n1',
+      storage,
+      machine,
+      initialVoters: ['n1'],
+      send: () => undefined,
+      onFatal: (error) => {
+        throw error;
+      },
+      electionTicks: 10,
+      heartbeatTicks: 1,
+    });
+    for (let i = 0; i < 200 && !group.isLeader; i++) {
+      group.tick();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(group.isLeader).toBe(true);
+    for (let i = 0; i < 5; i++) expect(await group.propose(Buffer.from(`m${i}`))).toBe(`m${i}`);
+    await turn();
+    expect(machine.snapshotsBegun).toEqual([5]);
+    const began = group.appliedIndex;
+    // Proposals are applied while the snapshot is being built, a step a turn.
+    for (let i = 5; i < 20; i++) expect(await group.propose(Buffer.from(`m${i}`))).toBe(`m${i}`);
+    expect(group.raft.currentSnapshot()).toBeNull();
+    expect(machine.steps).toBeGreaterThan(10);
+    machine.hold = false;
+    for (let i = 0; i < 100 && group.raft.currentSnapshot() === null; i++) await turn();
+    const taken = group.raft.currentSnapshot();
+    expect(taken?.meta.index).toBe(began);
+    expect(JSON.parse(Buffer.from(taken!.data).toString())).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
+    for (let i = 0; i < 200 && storage.restoreGroup('g').snapshot === null; i++) await turn();
+    expect(storage.restoreGroup('g').snapshot?.meta.index).toBe(began);
+    group.stop('test over');
+    await storage.close();
+  });
+
   it('fails as OUTCOME_UNKNOWN on the first tick after its deadline, and not before', async () => {
     const group = await leaderWithoutQuorum();
     const now = Date.now();

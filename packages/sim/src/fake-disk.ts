@@ -7,6 +7,8 @@ import type { Scheduler } from './scheduler.js';
 class FakeFileData {
   current: Uint8Array = new Uint8Array(0);
   synced: Uint8Array = new Uint8Array(0);
+  /** The number of the sync call that made `synced` durable (see NodeDisk.syncCalls). */
+  syncedBy = 0;
 }
 
 export interface CrashLoss {
@@ -57,6 +59,14 @@ class NodeDisk {
   private generation = 0;
   private files = new Map<string, FakeFileData>();
   private durableFiles = new Map<string, FakeFileData>();
+  /**
+   * Sync calls are numbered: a sync makes durable what was there when it was called, and
+   * one that completes after a later-called one (random latencies) must not undo it (a file
+   * system never takes back what a returned fsync made durable). Per path: the number of
+   * the directory sync that last decided its entry.
+   */
+  private syncCalls = 0;
+  private readonly entrySyncedBy = new Map<string, number>();
   private dirs = new Set<string>(['/']);
   private kvVisible = new Map<string, Uint8Array>();
   private kvDurable = new Map<string, Uint8Array>();
@@ -143,13 +153,35 @@ class NodeDisk {
       },
       syncDir: (dir) => {
         const prefix = `${normalize(dir)}/`;
-        const names = [...this.files].filter(([p]) => p.startsWith(prefix));
+        const names = new Map([...this.files].filter(([p]) => p.startsWith(prefix)));
+        const call = ++this.syncCalls;
         return this.later('syncDir', () => {
-          for (const path of [...this.durableFiles.keys()]) if (path.startsWith(prefix)) this.durableFiles.delete(path);
-          for (const [path, file] of names) this.durableFiles.set(path, file);
+          const decided = (path: string): boolean => (this.entrySyncedBy.get(path) ?? 0) > call;
+          for (const path of [...this.durableFiles.keys()]) {
+            if (path.startsWith(prefix) && !names.has(path) && !decided(path)) {
+              this.durableFiles.delete(path);
+              this.entrySyncedBy.set(path, call);
+            }
+          }
+          for (const [path, file] of names) {
+            if (decided(path)) continue;
+            this.durableFiles.set(path, file);
+            this.entrySyncedBy.set(path, call);
+          }
         });
       },
     };
+  }
+
+  /** Makes the file's bytes as they are now durable, unless a later-called sync completed first. */
+  private syncData(file: FakeFileData): Promise<void> {
+    const snapshot = file.current;
+    const call = ++this.syncCalls;
+    return this.later('datasync', () => {
+      if (file.syncedBy > call) return;
+      file.synced = snapshot;
+      file.syncedBy = call;
+    });
   }
 
   private handle(path: string, file: FakeFileData): WalFile {
@@ -185,18 +217,12 @@ class NodeDisk {
       },
       datasync: () => {
         alive();
-        const snapshot = file.current;
-        return this.later('datasync', () => {
-          file.synced = snapshot;
-        });
+        return this.syncData(file);
       },
       appendDurable: async (buffers) => {
         alive();
         appendAll(buffers);
-        const snapshot = file.current;
-        return this.later('datasync', () => {
-          file.synced = snapshot;
-        });
+        return this.syncData(file);
       },
       truncate: async (length) => {
         alive();

@@ -21,6 +21,17 @@ export class ProposalLog {
     return encoder.encode(JSON.stringify(this.applied));
   }
 
+  /**
+   * A snapshot of the log as it is now, handed over after a few steps, as a long queue's is
+   * (see GroupMachine.snapshotSteps): entries keep being applied, and snapshots installed,
+   * while it is taken.
+   */
+  snapshotSteps(): { step(budget: number): Uint8Array | null } {
+    const data = this.snapshot();
+    let left = Math.min(20, 1 + Math.floor(this.applied.length / 16));
+    return { step: () => (--left > 0 ? null : data) };
+  }
+
   restore(data: Uint8Array): void {
     this.applied = data.byteLength === 0 ? [] : (JSON.parse(decoder.decode(data)) as string[]);
   }

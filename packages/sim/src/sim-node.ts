@@ -120,6 +120,7 @@ export class GroupReplica {
           return proposalId;
         },
         snapshot: () => machine.snapshot(),
+        snapshotSteps: () => machine.snapshotSteps(),
         restore: (data) => machine.restore(data),
       },
       initialVoters: context.initialVoters.includes(nodeId) ? context.initialVoters : [],

@@ -233,15 +233,20 @@ export class NodeStorage {
   /**
    * Saves a snapshot the node took itself, drops the entries it covers, then deletes the
    * WAL segments no group needs any more. Throws StaleSnapshotError if the group already
-   * has a snapshot at or after that index.
+   * has a snapshot at or after that index. The file is written before the group's turn in
+   * its lane (and the node's KV queue): a long queue's snapshot takes a while to write, and
+   * the group's appends, and every group's KV work, go on meanwhile.
    */
   async saveLocalSnapshot(groupId: string, snapshot: Snapshot): Promise<void> {
     this.assertWritable();
     const group = this.groupStates.get(groupId);
     assert(group !== undefined && group.member, () => `saveLocalSnapshot: unknown group ${groupId}`);
+    this.checkNotStale(group, snapshot);
+    // Its name (group, index, term) is no other snapshot's: one at this index or after makes it stale.
+    const file = await this.snapshotFiles.write(group.id, snapshot.meta.index, snapshot.meta.term, snapshot.data);
     await this.onLane(group, async () => {
       this.assertGroupWritable(group);
-      await this.kvStep(() => this.writeLocalSnapshot(group, snapshot));
+      await this.kvStep(() => this.writeLocalSnapshot(group, snapshot, file));
     });
     await this.compact();
   }
@@ -386,15 +391,26 @@ export class NodeStorage {
     if (previous !== undefined && previous !== file) await this.snapshotFiles.remove(previous);
   }
 
-  private async writeLocalSnapshot(group: GroupState, snapshot: Snapshot): Promise<void> {
-    const { index, term } = snapshot.meta;
+  private checkNotStale(group: GroupState, snapshot: Snapshot): void {
+    const { index } = snapshot.meta;
     if (index <= group.snapshotIndex()) {
       throw new StaleSnapshotError(`group ${group.id}: snapshot at ${index}, already have ${group.snapshotIndex()}`);
+    }
+  }
+
+  /** Points the KV store at a local snapshot's file (written and durable already). */
+  private async writeLocalSnapshot(group: GroupState, snapshot: Snapshot, file: SnapshotFileRef): Promise<void> {
+    const { index, term } = snapshot.meta;
+    try {
+      // A snapshot installed while the file was written makes this one stale.
+      this.checkNotStale(group, snapshot);
+    } catch (error) {
+      if (this.snapshotFileOf.get(group.id) !== file.file) await this.snapshotFiles.remove(file.file);
+      throw error;
     }
     assert(index <= group.lastIndex(), () => `group ${group.id}: snapshot at ${index} beyond durable ${group.lastIndex()}`);
     const covered = group.entries[index - group.snapshotIndex() - 1];
     assert(covered?.term === term, () => `group ${group.id}: snapshot term ${term} != entry ${index}'s ${covered?.term}`);
-    const file = await this.snapshotFiles.write(group.id, index, term, snapshot.data);
     await this.kv.batch(snapshotOps(group.id, snapshot, file), { sync: true });
     group.compactTo(snapshot);
     await this.replaceSnapshotFile(group.id, file.file);

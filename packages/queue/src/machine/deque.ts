@@ -79,6 +79,15 @@ export class IdDeque {
     out.set(this.buffer.subarray(0, to - from - firstPart), firstPart);
   }
 
+  /** An independent copy (one block copy of the buffer). */
+  clone(): IdDeque {
+    const copy = new IdDeque(1);
+    copy.buffer = this.buffer.slice();
+    copy.head = this.head;
+    copy.count = this.count;
+    return copy;
+  }
+
   /** A deque of `ids`, front to back, using the array itself as its buffer (no copy: the caller gives it up). */
   static adopt(ids: Float64Array): IdDeque {
     if (ids.length < MIN_CAPACITY) return IdDeque.fromArray(ids);

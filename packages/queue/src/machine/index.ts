@@ -22,8 +22,8 @@ export { commandTypeProblem, validateDeaths } from './validate.js';
 export { pendingDeadLetterEffects } from './deadletter.js';
 export { leaderEffects } from './tick.js';
 export { DELIVERIES_PER_APPLY_MAX } from './delivery.js';
-export { snapshot, restore, encodeSnapshot, decodeSnapshot, stateHash, lowestLiveIndex, SNAPSHOT_VERSION } from './snapshot.js';
-export type { QueueSnapshot } from './snapshot.js';
+export { snapshot, restore, encodeSnapshot, encodeSnapshotLater, cloneState, decodeSnapshot, stateHash, lowestLiveIndex, SNAPSHOT_VERSION } from './snapshot.js';
+export type { QueueSnapshot, SnapshotEncoding } from './snapshot.js';
 export type {
   Meta,
   Command,

@@ -385,6 +385,39 @@ export class MessageStore {
     return new MessageHeader(this, slot, message.id);
   }
 
+  /**
+   * An independent copy, to be read only (a snapshot is encoded from it a step at a time
+   * while this store changes): block copies of the columns up to the slots ever used and of
+   * the index, the side tables copied.
+   */
+  clone(): MessageStore {
+    const copy = new MessageStore();
+    const used = this.used;
+    copy.ids = this.ids.slice(0, used);
+    copy.sizes = this.sizes.slice(0, used);
+    copy.expiresAts = this.expiresAts.slice(0, used);
+    copy.notBefores = this.notBefores.slice(0, used);
+    copy.deliveryCounts = this.deliveryCounts.slice(0, used);
+    copy.routes = this.routes.slice(0, used);
+    copy.flags = this.flags.slice(0, used);
+    copy.index = this.index.slice();
+    copy.freeHead = this.freeHead;
+    copy.used = used;
+    copy.count = this.count;
+    for (const [id, size] of this.bigSizes) copy.bigSizes.set(id, size);
+    for (const [id, deaths] of this.deaths) copy.deaths.set(id, structuredClone(deaths));
+    for (const [id, ms] of this.expirations) copy.expirations.set(id, ms);
+    for (const [id, delivery] of this.deliveries) copy.deliveries.set(id, { ...delivery });
+    for (const [key, routeId] of this.routeIds) copy.routeIds.set(key, routeId);
+    for (let i = 0; i < this.routeTable.length; i += 1) {
+      const entry = this.routeTable[i];
+      if (entry !== undefined) copy.routeTable[i] = { ...entry };
+    }
+    copy.routeFree.push(...this.routeFree);
+    copy.lastRoute = this.lastRoute;
+    return copy;
+  }
+
   /** An empty store with room for `n` messages without regrowth (binary snapshot restore). */
   static withCapacity(n: number): MessageStore {
     const store = new MessageStore();
