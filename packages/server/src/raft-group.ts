@@ -262,6 +262,12 @@ export class RaftGroup<R> {
     if (!result.ok) return new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node does not lead ${this.groupId} (${result.reason})`);
     this.kick();
     if (deadline < this.nextDeadline) this.nextDeadline = deadline;
+    // An earlier proposal of this node at that index (an older term; the log was cut back
+    // since) can no longer commit: fail it now rather than leave it waiting forever.
+    const overwritten = this.pending.get(result.index);
+    if (overwritten !== undefined) {
+      overwritten.reject(new BrokerError(Status.UNAVAILABLE, Reason.NOT_COMMITTED, `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
+    }
     return new Promise<R>((resolve, reject) => {
       this.pending.set(result.index, { term: result.term, deadline, what, resolve, reject });
     });

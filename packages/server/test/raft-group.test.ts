@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { BrokerError } from '../src/errors.js';
+import { BrokerError, Reason } from '../src/errors.js';
 import { systemEnv } from '../src/node-env.js';
 import { RaftGroup, type GroupMachine } from '../src/raft-group.js';
 
@@ -128,10 +128,50 @@ describe('a proposal with a deadline', () => {
     const taken = group.raft.currentSnapshot();
     expect(taken?.meta.index).toBe(began);
     expect(JSON.parse(Buffer.from(taken!.data).toString())).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
-    for (let i = 0; i < 200 && storage.restoreGroup('g').snapshot === null; i++) await turn();
+    for (let i = 0; i < 500 && storage.restoreGroup('g').snapshot === null; i++) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(storage.restoreGroup('g').snapshot?.meta.index).toBe(began);
     group.stop('test over');
     await storage.close();
+  });
+
+  it('fails a proposal as overwritten when a later proposal of this node takes its index', async () => {
+    const group = await leaderWithoutQuorum();
+    const term = group.status().term;
+    const first = group.status().lastIndex + 1;
+    const outcomes = ['a', 'b', 'c'].map((text) =>
+      group.propose(Buffer.from(text)).then(
+        () => 'committed',
+        (error: unknown) => (error instanceof BrokerError ? error.reason : String(error)),
+      ),
+    );
+    for (let i = 0; i < 5; i++) await turn();
+    // A leader of the next term replaces them with one entry of its own: the log ends at `first`.
+    group.receive({
+      type: 'append',
+      from: 'n2',
+      to: 'n1',
+      term: term + 1,
+      prevLogIndex: first - 1,
+      prevLogTerm: term,
+      entries: [{ index: first, term: term + 1, type: 'normal', data: new Uint8Array(0) }],
+      commit: 0,
+    });
+    for (let i = 0; i < 200 && group.isLeader; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(group.isLeader).toBe(false);
+    // This node is elected again (its peers vote for it): its no-op lands at first + 1, the next
+    // proposal at first + 2, where "c" was.
+    for (let i = 0; i < 200 && !group.isLeader; i++) {
+      group.tick();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(group.isLeader).toBe(true);
+    expect(group.status().lastIndex).toBe(first + 1);
+    void group.propose(Buffer.from('d')).catch(() => undefined);
+    for (let i = 0; i < 5; i++) await turn();
+    // "c" can never commit: it fails at once instead of waiting forever.
+    const settled = await Promise.race([outcomes[2], new Promise((resolve) => setTimeout(() => resolve('pending'), 200))]);
+    expect(settled).toBe(Reason.NOT_COMMITTED);
+    group.stop('test over');
   });
 
   it('fails as OUTCOME_UNKNOWN on the first tick after its deadline, and not before', async () => {
