@@ -603,6 +603,11 @@ export class RaftNode {
       progress.snapshotStallTicks++;
       if (progress.snapshotStallTicks >= this.options.electionTicks) {
         progress.snapshotStallTicks = 0;
+        // Start over with the newest snapshot when one was taken since: the follower gets
+        // less to catch up on, and a driver that sends only the newest snapshot's data (one
+        // whose machine snapshots references, see replaceSnapshotData) never sees the old one.
+        const newest = this.log.snapshot;
+        if (newest !== null && progress.snapshot !== null && newest.meta.index > progress.snapshot.meta.index) progress.becomeSnapshot(newest);
         this.sendSnapshotChunk(id, progress);
       }
     }

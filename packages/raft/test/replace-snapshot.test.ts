@@ -104,4 +104,29 @@ describe('replaceSnapshotData', () => {
     expect(c.node('c').machine).toEqual(expectedMachine);
     c.assertSafe();
   });
+
+  test('a stalled transfer starts over with the newest snapshot, not the one it began with', () => {
+    const c = laggingFollower();
+    const first = c.raft('a').currentSnapshot()!;
+    c.heal();
+    // Nothing reaches c: its transfer of the first snapshot stalls.
+    c.filter = (m) => !isChunk(m);
+    c.tick('a');
+    c.stabilize();
+    expect(c.raft('a').status().progress.get('c')?.state).toBe('snapshot');
+    for (let i = 30; i < 40; i++) c.propose('a', `value-${i}`);
+    c.stabilize();
+    c.snapshot('a');
+    const newest = c.raft('a').currentSnapshot()!;
+    expect(newest.meta.index).toBeGreaterThan(first.meta.index);
+    // A driver may refuse to send an older snapshot's data (a queue's local form): the
+    // re-sent transfer must be of the newest one.
+    c.delivered = [];
+    c.filter = (m) => !(isChunk(m) && m.meta.index !== newest.meta.index);
+    run(c, 30);
+    expect(c.delivered.filter(isChunk).length).toBeGreaterThan(0);
+    expect(c.node('c').durable.snapshot?.meta.index).toBe(newest.meta.index);
+    expect(c.raft('a').status().progress.get('c')?.state).toBe('replicate');
+    c.assertSafe();
+  });
 });

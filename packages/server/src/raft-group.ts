@@ -477,6 +477,9 @@ export class RaftGroup<R> {
         }
         if (this.portableIndex !== index) messages = messages.filter((m) => m.type !== 'snapshot' || m.meta.index !== index);
       }
+      // Chunks of an older snapshot than the one made portable last may be in the local
+      // form: they never leave (the core starts a stalled transfer over with the newest).
+      messages = messages.filter((m) => m.type !== 'snapshot' || m.meta.index === this.portableIndex);
     }
     if (messages.length > 0) this.options.send(this.groupId, messages);
   }
