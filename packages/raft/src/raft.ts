@@ -12,6 +12,7 @@ import {
 } from './config.js';
 import { RaftLog } from './log.js';
 import { Progress } from './progress.js';
+import { sendableBeforePersist } from './types.js';
 import type {
   AppendMessage,
   AppendResponse,
@@ -390,6 +391,21 @@ export class RaftNode {
       appliedIndex: lastApplied?.index ?? this.log.applied,
     };
     return ready;
+  }
+
+  /**
+   * Takes the messages waiting for the next Ready that may leave before anything is
+   * persisted (`sendableBeforePersist`: a leader's appends, heartbeats, snapshot chunks,
+   * TimeoutNow), in order; the rest stay for the Ready. A driver whose Ready loop waits on
+   * a slow disk sends these at once, so that its followers keep hearing from their leader
+   * (and its appends keep flowing) instead of electing another one.
+   */
+  takeEarlyMessages(): Message[] {
+    this.flushBroadcast();
+    if (this.messages.length === 0) return [];
+    const early = this.messages.filter(sendableBeforePersist);
+    if (early.length > 0) this.messages = this.messages.filter((m) => !sendableBeforePersist(m));
+    return early;
   }
 
   /** Acknowledges that the last Ready was persisted, sent and applied. */

@@ -133,6 +133,8 @@ export class RaftGroup<R> {
   readonly raft: RaftNode;
   private readonly pending = new Map<number, Pending<R>>();
   private loopRunning = false;
+  /** A send of the messages that may leave before the loop's wait ends is queued (see kick). */
+  private earlySendQueued = false;
   private stopped = false;
   private softState: SoftState = { leaderId: null, role: 'follower' };
   /** See whenLeaderOtherThan: each returns true (and is removed) once it fired. */
@@ -390,12 +392,35 @@ export class RaftGroup<R> {
   }
 
   private kick(): void {
-    if (this.loopRunning || this.stopped) return;
+    if (this.stopped) return;
+    if (this.loopRunning) {
+      // The loop waits (on the disk, mostly): what may leave before anything is persisted
+      // leaves at the end of this turn rather than after the wait (heartbeats among it).
+      if (!this.earlySendQueued) {
+        this.earlySendQueued = true;
+        this.options.env.endOfTurn(this.sendEarly);
+      }
+      return;
+    }
     if (!this.raft.hasReady()) return;
     this.loopRunning = true;
     // Run at the end of this turn, so that everything proposed in it leaves in one Ready.
     this.options.env.endOfTurn(this.startLoop);
   }
+
+  private readonly sendEarly = (): void => {
+    this.earlySendQueued = false;
+    if (this.stopped || !this.loopRunning) return;
+    if (this.options.testOnlyBugs?.ackBeforeFsync === true) return;
+    let early: Message[];
+    try {
+      early = this.raft.takeEarlyMessages();
+    } catch (error) {
+      this.fatal(error);
+      return;
+    }
+    if (early.length > 0) this.sendMessages(early);
+  };
 
   private readonly startLoop = (): void => {
     this.readyLoop().then(

@@ -174,6 +174,70 @@ describe('a proposal with a deadline', () => {
     group.stop('test over');
   });
 
+  it('a leader whose disk is slow keeps sending heartbeats and appends while its Ready loop waits on a write', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
+    dirs.push(dir);
+    const real = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
+    // Persists wait for `release` once `slow` is set.
+    let slow = false;
+    let release: () => void = () => undefined;
+    const storage = Object.create(real) as NodeStorage;
+    storage.persist = async (...args: Parameters<NodeStorage['persist']>) => {
+      if (slow) await new Promise<void>((resolve) => (release = resolve));
+      return real.persist(...args);
+    };
+    const sent: Message[] = [];
+    let group: RaftGroup<string> | null = null;
+    const send = (_groupId: string, messages: readonly Message[]): void => {
+      for (const m of messages) {
+        sent.push(m);
+        if (m.type === 'preVote' || m.type === 'vote') {
+          const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
+          setImmediate(() => group?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
+        }
+        if (m.type === 'append') {
+          const index = m.prevLogIndex + m.entries.length;
+          setImmediate(() => group?.receive({ type: 'appendResp', from: m.to, to: m.from, term: m.term, reject: false, index, hintIndex: 0, hintTerm: 0 }));
+        }
+      }
+    };
+    group = new RaftGroup<string>({
+      groupId: 'g',
+      env: systemEnv,
+      nodeId: 'n1',
+      storage,
+      machine: new Echo(),
+      initialVoters: ['n1', 'n2', 'n3'],
+      send,
+      onFatal: (error) => {
+        throw error;
+      },
+      electionTicks: 10,
+      heartbeatTicks: 1,
+    });
+    for (let i = 0; i < 200 && !group.isLeader; i++) {
+      group.tick();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(group.isLeader).toBe(true);
+    slow = true;
+    void group.propose(Buffer.from('first')).catch(() => undefined);
+    for (let i = 0; i < 5; i++) await turn();
+    sent.length = 0;
+    // The write of "first" hangs. Ticks, and a proposal made meanwhile, still go out.
+    void group.propose(Buffer.from('second')).catch(() => undefined);
+    for (let i = 0; i < 5; i++) {
+      group.tick();
+      await turn();
+    }
+    expect(sent.filter((m) => m.type === 'heartbeat').length).toBeGreaterThanOrEqual(2 * 4);
+    const appended = sent.flatMap((m) => (m.type === 'append' ? m.entries.map((e) => Buffer.from(e.data).toString()) : []));
+    expect(appended).toContain('second');
+    slow = false;
+    release();
+    group.stop('test over');
+  });
+
   it('fails as OUTCOME_UNKNOWN on the first tick after its deadline, and not before', async () => {
     const group = await leaderWithoutQuorum();
     const now = Date.now();
