@@ -98,11 +98,22 @@ export class IdHandleIndex {
     return this.ids[at];
   }
 
-  /** An independent copy (two block copies): a snapshot lists it a step at a time while this one changes. */
-  copy(): IdHandleIndex {
+  /**
+   * An independent copy (two block copies, into `reuse`'s arrays when they have room): a
+   * snapshot lists it a step at a time while this one changes.
+   */
+  copy(reuse?: IdHandleIndex | null): IdHandleIndex {
     const copy = new IdHandleIndex();
-    copy.ids = this.ids.slice(this.head, this.tail);
-    copy.handles = this.handles.slice(this.head, this.tail);
+    const used = this.tail - this.head;
+    if (reuse !== undefined && reuse !== null && reuse.ids.length >= used) {
+      reuse.ids.set(this.ids.subarray(this.head, this.tail));
+      reuse.handles.set(this.handles.subarray(this.head, this.tail));
+      copy.ids = reuse.ids;
+      copy.handles = reuse.handles;
+    } else {
+      copy.ids = this.ids.slice(this.head, this.tail);
+      copy.handles = this.handles.slice(this.head, this.tail);
+    }
     copy.head = 0;
     copy.tail = this.tail - this.head;
     copy.live = this.live;

@@ -613,6 +613,13 @@ export class PackedDeltas {
     this.buf = Buffer.allocUnsafe(Math.max(64, expected * 3));
   }
 
+  /** Empties it, keeping its buffer (for the next snapshot). */
+  reset(): void {
+    this.length = 0;
+    this.previous = 0;
+    this.count = 0;
+  }
+
   push(value: number): void {
     if (this.length + 10 > this.buf.length) {
       const bigger = Buffer.allocUnsafe(this.buf.length * 2);

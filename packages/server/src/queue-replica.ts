@@ -16,6 +16,7 @@ import {
   createQueueState,
   decodeSnapshot,
   encodeSnapshotLater,
+  SnapshotScratch,
   type DeliveredMessage,
   type Effect,
   type QueueArguments,
@@ -29,7 +30,7 @@ import { MessageStoreWriteError, type MessageStoreApi } from '@quorumq/storage';
 import type { AdoptedBodies } from './adopted-bodies.js';
 import type { GroupMachine, PortableSnapshotBuild } from './raft-group.js';
 import { assembleQueueSnapshotRefs, decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, PackedDeltas, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
-import { ReplicaBodies } from './replica-bodies.js';
+import { ReplicaBodies, type SnapshotListing } from './replica-bodies.js';
 import type { OutgoingDelivery } from './wire.js';
 
 import pb = quorumq.v1;
@@ -113,6 +114,13 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   private logBytesSinceSnapshot = 0;
   /** Restored from a portable snapshot (the bytes inline): replace it with a local one soon. */
   private restoredPortable = false;
+  /** Memory reused from one snapshot taken in steps to the next (see snapshotSteps). */
+  private scratch: {
+    readonly machine: SnapshotScratch;
+    listing: SnapshotListing | null;
+    readonly messageIds: PackedDeltas;
+    readonly recordIds: PackedDeltas;
+  } | null = null;
 
   constructor(
     readonly name: string,
@@ -226,7 +234,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
 
   /** The local form: the machine and references into this node's message store. */
   snapshot(): Uint8Array {
-    const build = this.snapshotSteps();
+    const build = this.snapshotSteps(false);
     for (;;) {
       const data = build.step(Number.MAX_SAFE_INTEGER);
       if (data !== null) return data;
@@ -239,17 +247,30 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    * encodeSnapshotLater), then the messages it holds are listed with their records (see
    * ReplicaBodies.snapshotBegin). A step does about `budget` messages' worth of work.
    */
-  snapshotSteps(): PortableSnapshotBuild {
+  snapshotSteps(reuse = true): PortableSnapshotBuild {
     this.commandsSinceSnapshot = 0;
     this.logBytesSinceSnapshot = 0;
     this.restoredPortable = false;
-    const encoding = encodeSnapshotLater(this.state);
+    // The memory of the last snapshot taken in steps is reused (one is taken at a time,
+    // see RaftGroup; a snapshot taken at once uses its own).
+    const scratch = reuse ? (this.scratch ??= { machine: new SnapshotScratch(), listing: null, messageIds: new PackedDeltas(), recordIds: new PackedDeltas() }) : null;
+    const encoding = encodeSnapshotLater(this.state, scratch?.machine ?? null);
     const held = encoding.state.messages;
-    const { listing, lost } = this.bodies.snapshotBegin((id) => held.has(id));
+    const { listing, lost } = this.bodies.snapshotBegin((id) => held.has(id), scratch?.listing);
     if (lost > 0) this.options.onLostBodies?.(this, lost);
     const storeId = this.bodies.store.storeId;
-    const messageIds = new PackedDeltas(held.size);
-    const recordIds = new PackedDeltas(held.size);
+    let messageIds: PackedDeltas;
+    let recordIds: PackedDeltas;
+    if (scratch !== null) {
+      scratch.listing = listing;
+      messageIds = scratch.messageIds;
+      recordIds = scratch.recordIds;
+      messageIds.reset();
+      recordIds.reset();
+    } else {
+      messageIds = new PackedDeltas(held.size);
+      recordIds = new PackedDeltas(held.size);
+    }
     const list = (id: number, recordId: number): void => {
       messageIds.push(id);
       recordIds.push(recordId);

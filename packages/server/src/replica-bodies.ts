@@ -171,9 +171,9 @@ export class ReplicaBodies {
    * what it lists stays readable (pinned) until the next snapshot is saved. `lost` counts
    * the held messages the store refused (they have no bytes any more, and are not listed).
    */
-  snapshotBegin(has: (id: number) => boolean): { listing: SnapshotListing; lost: number } {
+  snapshotBegin(has: (id: number) => boolean, reuse?: SnapshotListing | null): { listing: SnapshotListing; lost: number } {
     const lost = this.storeHeld();
-    const listing = new SnapshotListing(this.live.copy(), this.store, has);
+    const listing = new SnapshotListing(this.live.copy(reuse?.index), this.store, has);
     for (const handle of this.pinned.values()) this.releasing.push(handle);
     this.pinned = new Map();
     this.pinnedBytes = 0;
@@ -235,7 +235,8 @@ export class SnapshotListing {
   private next = 0;
 
   constructor(
-    private readonly index: IdHandleIndex,
+    /** The copy of the replica's index (its arrays may be reused by the next listing). */
+    readonly index: IdHandleIndex,
     private readonly store: MessageStoreApi,
     private readonly has: (id: number) => boolean,
   ) {}

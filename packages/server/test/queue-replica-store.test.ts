@@ -5,7 +5,7 @@
  * referencing another node's store. Real stores on temporary directories.
  */
 import { quorumq } from '@quorumq/proto';
-import { DEFAULT_ARGUMENTS, stateHash, type Command, type Effect } from '@quorumq/queue';
+import { decodeSnapshot, DEFAULT_ARGUMENTS, stateHash, type Command, type Effect } from '@quorumq/queue';
 import type { Entry } from '@quorumq/raft';
 import type { MessageStore } from '@quorumq/storage';
 import type { Logger } from 'pino';
@@ -235,6 +235,32 @@ describe('a queue replica on the message store', () => {
     expect(await r.snapshotDurable()).toBe(true);
     r.snapshotSaved();
     expect(store.stats().liveRecords).toBe(r.state.messages.size);
+  });
+
+  it('a second snapshot taken in steps reuses the first one\'s memory and lists its own start', async () => {
+    const store = await stores.open();
+    const r = replica(store);
+    let index = fill(r, 2000, 100);
+    for (const [grow, take] of [[0, 300], [1500, 10], [20, 1200]] as const) {
+      index = fill(r, grow, 100, index);
+      for (let i = 0; i < take; i++) r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+      r.sweep();
+      const hash = stateHash(r.state);
+      const ids = [...r.bodies.keys()];
+      const build = r.snapshotSteps();
+      let data: Uint8Array | null = null;
+      while (data === null) {
+        for (let i = 0; i < 5 && r.state.messages.size > 0; i++) r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+        index = fill(r, 3, 100, index);
+        r.sweep();
+        data = build.step(128);
+      }
+      const decoded = decodeQueueSnapshot(data);
+      expect(decoded.refs?.messageIds).toEqual(ids);
+      expect(stateHash(decodeSnapshot(decoded.machine))).toBe(hash);
+      expect(await r.snapshotDurable()).toBe(true);
+      r.snapshotSaved();
+    }
   });
 
   it('refuses to build the portable form of a queue holding more than portableSnapshotBytesMax bytes', async () => {

@@ -79,11 +79,18 @@ export class IdDeque {
     out.set(this.buffer.subarray(0, to - from - firstPart), firstPart);
   }
 
-  /** An independent copy (one block copy of the buffer). */
-  clone(): IdDeque {
+  /** An independent copy (one block copy of the ids, into `reuse`'s buffer when it has room). */
+  clone(reuse?: IdDeque): IdDeque {
     const copy = new IdDeque(1);
-    copy.buffer = this.buffer.slice();
-    copy.head = this.head;
+    const spare = reuse?.buffer;
+    if (spare !== undefined && spare.length >= this.count && this.count > 0) {
+      this.copyRange(0, this.count, spare.subarray(0, this.count));
+      copy.buffer = spare;
+    } else {
+      copy.buffer = this.toFloat64Array();
+      if (copy.buffer.length === 0) copy.buffer = new Float64Array(1);
+    }
+    copy.head = 0;
     copy.count = this.count;
     return copy;
   }

@@ -22,7 +22,7 @@ export { commandTypeProblem, validateDeaths } from './validate.js';
 export { pendingDeadLetterEffects } from './deadletter.js';
 export { leaderEffects } from './tick.js';
 export { DELIVERIES_PER_APPLY_MAX } from './delivery.js';
-export { snapshot, restore, encodeSnapshot, encodeSnapshotLater, cloneState, decodeSnapshot, stateHash, lowestLiveIndex, SNAPSHOT_VERSION } from './snapshot.js';
+export { snapshot, restore, encodeSnapshot, encodeSnapshotLater, cloneState, SnapshotScratch, decodeSnapshot, stateHash, lowestLiveIndex, SNAPSHOT_VERSION } from './snapshot.js';
 export type { QueueSnapshot, SnapshotEncoding } from './snapshot.js';
 export type {
   Meta,

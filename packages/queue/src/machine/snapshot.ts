@@ -394,9 +394,10 @@ class Writer {
   readonly view: DataView;
   offset = 0;
 
-  constructor(capacity: number) {
-    this.bytes = new Uint8Array(capacity);
-    this.view = new DataView(this.bytes.buffer);
+  /** Writes into `reuse` when it has room (its first `capacity` bytes), else into a new buffer. */
+  constructor(capacity: number, reuse?: Uint8Array | null) {
+    this.bytes = reuse !== undefined && reuse !== null && reuse.length >= capacity ? reuse.subarray(0, capacity) : new Uint8Array(capacity);
+    this.view = new DataView(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
   }
 
   ensure(extra: number): void {
@@ -661,7 +662,7 @@ function encodeMeta(state: QueueState, messageCount: number, routes: Array<[stri
 }
 
 export function encodeSnapshot(state: QueueState): Uint8Array {
-  const steps = encodeSteps(state);
+  const steps = encodeSteps(state, null);
   for (;;) {
     const next = steps.next();
     if (next.done === true) return next.value;
@@ -675,7 +676,7 @@ const CRC_STEP_BYTES = 1 << 20;
  * `encodeSnapshot`, a step at a time: yields after each chunk of CHUNK values (or
  * CRC_STEP_BYTES checksummed), returns the bytes. `state` must not change until it returns.
  */
-function* encodeSteps(state: QueueState): Generator<void, Uint8Array, void> {
+function* encodeSteps(state: QueueState, reuse: SnapshotScratch | null): Generator<void, Uint8Array, void> {
   const order = slotOrder(state.messages);
   yield;
   const routes = new RouteNumbering(state.messages);
@@ -690,7 +691,9 @@ function* encodeSteps(state: QueueState): Generator<void, Uint8Array, void> {
   let total = HEADER_BYTES + 4 + metaBytes.length;
   columns.forEach((column, i) => (total += columnBytes(kinds[i] as Kind, column.length)));
 
-  const writer = new Writer(total);
+  const writer = new Writer(total, reuse?.output);
+  // A new buffer (the old one had no room) is kept for the next snapshot.
+  if (reuse !== null && writer.bytes.buffer !== reuse.output?.buffer) reuse.output = new Uint8Array(writer.bytes.buffer);
   writer.offset = HEADER_BYTES;
   writer.u32(metaBytes.length);
   writer.raw(metaBytes);
@@ -722,9 +725,25 @@ export interface SnapshotEncoding {
   step(budget: number): Uint8Array | null;
 }
 
-export function encodeSnapshotLater(state: QueueState): SnapshotEncoding {
-  const copy = cloneState(state);
-  const steps = encodeSteps(copy);
+/**
+ * Memory a queue's snapshots taken a step at a time reuse from one to the next: the copy of
+ * the state and the encoder's output (read by the caller before the next snapshot starts).
+ * A fresh allocation of their size costs page faults, hundreds of milliseconds for a few
+ * million messages on a busy machine: in one step, longer than an election timeout.
+ */
+export class SnapshotScratch {
+  copy: QueueState | null = null;
+  output: Uint8Array | null = null;
+}
+
+/**
+ * With `scratch`, the copy and the encoded bytes use its memory: the bytes returned are then
+ * valid only until the next snapshot with the same scratch begins.
+ */
+export function encodeSnapshotLater(state: QueueState, scratch: SnapshotScratch | null = null): SnapshotEncoding {
+  const copy = cloneState(state, scratch?.copy ?? null);
+  if (scratch !== null) scratch.copy = copy;
+  const steps = encodeSteps(copy, scratch);
   let result: Uint8Array | null = null;
   return {
     state: copy,
@@ -738,11 +757,14 @@ export function encodeSnapshotLater(state: QueueState): SnapshotEncoding {
   };
 }
 
-/** An independent copy of `state` that encodes to the same snapshot (messages read-only). */
-export function cloneState(state: QueueState): QueueState {
+/**
+ * An independent copy of `state` that encodes to the same snapshot (messages read-only),
+ * written over the arrays of `reuse` (an earlier copy no longer read) where they have room.
+ */
+export function cloneState(state: QueueState, reuse: QueueState | null = null): QueueState {
   const copy = structuredClone(scalarFields(state));
-  const ready = state.ready.map((level) => ({ returned: [...level.returned], fresh: level.fresh.clone() }));
-  return assemble({ ...copy, ready, delayedHeap: state.delayedHeap.toArray(), expiryHeap: state.expiryHeap.toArray() }, state.messages.clone());
+  const ready = state.ready.map((level, i) => ({ returned: [...level.returned], fresh: level.fresh.clone(reuse?.ready[i]?.fresh) }));
+  return assemble({ ...copy, ready, delayedHeap: state.delayedHeap.toArray(), expiryHeap: state.expiryHeap.toArray() }, state.messages.clone(reuse?.messages));
 }
 
 // --- Decoding ---
