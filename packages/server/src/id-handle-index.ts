@@ -111,8 +111,11 @@ export class IdHandleIndex {
       copy.ids = reuse.ids;
       copy.handles = reuse.handles;
     } else {
-      copy.ids = this.ids.slice(this.head, this.tail);
-      copy.handles = this.handles.slice(this.head, this.tail);
+      // As long as this one's arrays: the next copies fit while this index does not grow.
+      copy.ids = new Float64Array(this.ids.length);
+      copy.handles = new Int32Array(this.ids.length);
+      copy.ids.set(this.ids.subarray(this.head, this.tail));
+      copy.handles.set(this.handles.subarray(this.head, this.tail));
     }
     copy.head = 0;
     copy.tail = this.tail - this.head;

@@ -87,8 +87,9 @@ export class IdDeque {
       this.copyRange(0, this.count, spare.subarray(0, this.count));
       copy.buffer = spare;
     } else {
-      copy.buffer = this.toFloat64Array();
-      if (copy.buffer.length === 0) copy.buffer = new Float64Array(1);
+      // As long as this one's buffer: the next copies fit while this deque does not grow.
+      copy.buffer = new Float64Array(Math.max(1, this.buffer.length));
+      this.copyRange(0, this.count, copy.buffer.subarray(0, this.count));
     }
     copy.head = 0;
     copy.count = this.count;

@@ -726,7 +726,12 @@ function grown<T extends Float64Array | Int32Array | Uint32Array | Uint8Array>(n
  * are left as they are: a copy reads only its slots in use), else in a new array.
  */
 function copyColumn<T extends Float64Array | Uint32Array | Int32Array | Uint8Array>(source: T, spare: T | undefined, length: number): T {
-  if (spare === undefined || spare.length < length) return source.slice(0, length) as T;
+  if (spare === undefined || spare.length < length) {
+    // As long as the source (its capacity): the next copies fit while the store does not grow.
+    const fresh = new (source.constructor as new (length: number) => T)(source.length);
+    fresh.set(source.subarray(0, length));
+    return fresh;
+  }
   spare.set(source.subarray(0, length));
   return spare;
 }
