@@ -268,7 +268,7 @@ export class RaftGroup<R> {
     // since) can no longer commit: fail it now rather than leave it waiting forever.
     const overwritten = this.pending.get(result.index);
     if (overwritten !== undefined) {
-      overwritten.reject(new BrokerError(Status.UNAVAILABLE, Reason.NOT_COMMITTED, `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
+      overwritten.reject(this.overwrittenError());
     }
     return new Promise<R>((resolve, reject) => {
       this.pending.set(result.index, { term: result.term, deadline, what, resolve, reject });
@@ -389,6 +389,10 @@ export class RaftGroup<R> {
     if (this.stopped) return;
     this.stop(`group ${this.groupId} failed`);
     this.options.onFatal(error);
+  }
+
+  private overwrittenError(): BrokerError {
+    return new BrokerError(Status.UNAVAILABLE, Reason.NOT_COMMITTED, `the proposal was overwritten by a new leader of ${this.groupId}; retry`);
   }
 
   private kick(): void {
@@ -573,7 +577,7 @@ export class RaftGroup<R> {
       if (pending === undefined) continue;
       this.pending.delete(entry.index);
       if (pending.term === entry.term && reply !== undefined) pending.resolve(reply);
-      else pending.reject(new BrokerError(Status.UNAVAILABLE, Reason.NOT_COMMITTED, `the proposal was overwritten by a new leader of ${this.groupId}; retry`));
+      else pending.reject(this.overwrittenError());
     }
     this.options.onApplied?.();
     if (this.appliedWaiters.length > 0) {
