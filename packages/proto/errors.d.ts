@@ -46,6 +46,8 @@ export declare const Reason: {
   readonly RESOURCE_LOCKED: 'RESOURCE_LOCKED';
   /** Another move of the queue replaced this one (spec 8). */
   readonly MOVE_REPLACED: 'MOVE_REPLACED';
+  /** A producer's sequence too far below the highest one stored to tell whether it was (spec 2). */
+  readonly SEQUENCE_TOO_OLD: 'SEQUENCE_TOO_OLD';
 
   // PERMISSION_DENIED: e.g. declaring or deleting a built-in exchange.
   readonly PERMISSION_DENIED: 'PERMISSION_DENIED';

@@ -56,6 +56,8 @@ export const Reason = Object.freeze({
   RESOURCE_LOCKED: 'RESOURCE_LOCKED',
   /** Another move of the queue replaced this one (spec 8). */
   MOVE_REPLACED: 'MOVE_REPLACED',
+  /** A producer's sequence too far below the highest one stored to tell whether it was (spec 2). */
+  SEQUENCE_TOO_OLD: 'SEQUENCE_TOO_OLD',
 
   // PERMISSION_DENIED: e.g. declaring or deleting a built-in exchange.
   PERMISSION_DENIED: 'PERMISSION_DENIED',

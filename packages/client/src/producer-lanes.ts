@@ -12,12 +12,11 @@ export interface ProducerLane {
  * producer id and sequence, and the broker answers DUPLICATE instead of storing it twice.
  *
  * A queue tells a producer's sequences apart only within a window below the highest one
- * stored (1024, `DEDUP_REORDER_WINDOW`); an older sequence counts as stored. Concurrent unary
+ * stored (1024, `DEDUP_REORDER_WINDOW`); an older sequence is refused. Concurrent unary
  * calls are not bounded and may reach a queue in any order (they can go to different nodes),
- * so one producer id for all of them could have a late publish answered DUPLICATE though it
- * was never stored. Each publish therefore takes a lane no other publish in flight holds, and
- * gives it back when it has its final answer: a lane's sequences are used one after the
- * other. A client needs as many lanes as it has unary publishes in flight at once, and a
+ * so one producer id for all of them could have a late publish fall below the window. Each
+ * publish therefore takes a lane no other publish in flight holds, and gives it back when it
+ * has its final answer: a lane's sequences are used one after the other. A client needs as many lanes as it has unary publishes in flight at once, and a
  * queue remembers at most that many producers of this client (for its dedup window).
  * An attempt of a call that already failed (e.g. DEADLINE_EXCEEDED: outcome unknown) may
  * still reach the broker late, and be stored once, as with any call whose answer was lost;

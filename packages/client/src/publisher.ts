@@ -55,9 +55,10 @@ type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], quorumq.v1.Pub
 export const BATCH_PUBLISHES_MAX = 1_000;
 /**
  * How far behind the highest sequence it stored a queue still tells a producer's messages
- * apart (the broker's dedup reorder window): below it, a sequence counts as stored. A
- * publisher with a producerId re-sends at most `maxInFlight` messages behind its newest, so
- * that bounds `maxInFlight`.
+ * apart (the broker's dedup reorder window): below it, the broker cannot tell whether a
+ * sequence was stored and refuses it (SEQUENCE_TOO_OLD). With a producerId, `maxInFlight`
+ * bounds the sequences in flight: a publish goes out only when its sequence is less than
+ * `maxInFlight` past the oldest unconfirmed one, so that bounds `maxInFlight`.
  */
 export const DEDUP_WINDOW = 1024;
 /** A batch is closed once its messages reach this many bytes (a larger message goes alone). */
@@ -88,6 +89,14 @@ export class Publisher {
   private slotsUsed = 0;
   private nextId = 1;
   private nextSequence: number;
+  /**
+   * With a producerId: the sequences below this one have given their slots back. A slot is
+   * given back only when every sequence before it is settled too, so the slots in use cover
+   * the whole span from the oldest unconfirmed sequence to the newest: one message held up
+   * (on a node that lost its leadership) while later ones are confirmed stops new publishes
+   * at `maxInFlight` past it, instead of letting the producer run beyond the broker's window.
+   */
+  private spanStart: number;
   private call: PublishCall | undefined;
   private outbox: OutgoingPublish[] = [];
   private address = '';
@@ -109,6 +118,7 @@ export class Publisher {
     }
     this.exchange = options.exchange ?? '';
     this.nextSequence = options.firstSequence ?? Date.now() * 1000;
+    this.spanStart = this.nextSequence;
   }
 
   /** Publishes awaiting their outcome (sent or waiting to be re-sent). */
@@ -229,10 +239,19 @@ export class Publisher {
 
   private settle(entry: Pending, outcome: { result?: PublishResult; error?: QuorumqError }): void {
     if (!this.pending.delete(entry.id)) return;
-    this.release();
+    if (this.producerId === undefined) this.release();
+    else this.releaseSpan();
     if (outcome.error !== undefined) entry.reject(outcome.error);
     else if (outcome.result !== undefined) entry.resolve(outcome.result);
     if (this.pending.size === 0) for (const wake of this.flushWaiters.splice(0)) wake();
+  }
+
+  /** With a producerId: gives back the slots of the settled sequences below the oldest unsettled one. */
+  private releaseSpan(): void {
+    // `pending` is in publish order, which is sequence order.
+    const oldest = this.pending.values().next();
+    const start = oldest.done === true ? this.nextSequence : (oldest.value.wire.sequence ?? this.nextSequence);
+    for (; this.spanStart < start; this.spanStart += 1) this.release();
   }
 
   private failAll(error: QuorumqError): void {

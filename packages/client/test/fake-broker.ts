@@ -204,6 +204,11 @@ export class FakeBroker {
     for (const answer of this.held.splice(0)) answer();
   }
 
+  /** Answers the publishes held so far except the oldest `keep`, which stay held. */
+  releaseHeldExceptOldest(keep: number): void {
+    for (const answer of this.held.splice(keep)) answer();
+  }
+
   private takeInjected(method: string): InjectedError | undefined {
     const list = this.inject.get(method);
     return list === undefined ? undefined : list.shift();

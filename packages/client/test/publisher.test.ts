@@ -85,6 +85,34 @@ describe('Publisher', () => {
     expect(publisher.inFlight).toBe(0);
   });
 
+  it('with a producerId, keeps every sequence in flight within maxInFlight of the oldest unconfirmed one', async () => {
+    // The broker tells a producer's sequences apart only within a window below the highest it
+    // stored. A message held up (on a node that lost its leadership) while later ones are
+    // confirmed must not fall below that window: counting only the messages outstanding let
+    // the newest sequence run arbitrarily far ahead of it.
+    const { brokers, client } = await cluster(1);
+    const broker = brokers[0];
+    if (broker === undefined) throw new Error('no broker');
+    broker.publishMode = 'hold';
+    const publisher = client.createPublisher({ producerId: 'span', firstSequence: 1, maxInFlight: 4 });
+    const results = Array.from({ length: 12 }, (_, i) => publisher.publish('jobs', `m${i}`));
+    await waitFor(() => broker.publishRequests.length === 4, 2_000, '4 publishes');
+    // Everything but the oldest is confirmed, again and again.
+    for (let round = 0; round < 5; round++) {
+      broker.releaseHeldExceptOldest(1);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const sequences = broker.publishRequests.map((r) => wireNumber(r.sequence));
+    expect(Math.max(...sequences)).toBeLessThan(1 + 4);
+    expect(publisher.inFlight).toBe(1);
+    while (broker.publishRequests.length < 12 || publisher.inFlight > 0) {
+      broker.releaseHeld();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect((await Promise.all(results)).map((r) => r.outcome)).toEqual(Array.from({ length: 12 }, () => 'confirmed'));
+    expect(broker.publishRequests.map((r) => wireNumber(r.sequence))).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+  });
+
   it('with a producerId, re-sends unconfirmed messages with their original sequences on another node', async () => {
     const { brokers, client } = await cluster(2);
     const [a, b] = brokers;

@@ -78,6 +78,7 @@ function queueError(reply: Extract<Reply, { type: 'error' }>, queue: string): Br
     case Reason.UNKNOWN_CONSUMER:
     case Reason.UNKNOWN_DELIVERY_TAG:
     case Reason.CONSUMER_EXISTS:
+    case Reason.SEQUENCE_TOO_OLD:
       return failedPrecondition(reply.code, `queue ${JSON.stringify(queue)}: ${reply.message}`);
     case 'FAILED_PRECONDITION':
       return failedPrecondition(Reason.PRECONDITION_FAILED, `queue ${JSON.stringify(queue)}: ${reply.message}`);

@@ -124,6 +124,14 @@ describe('spec 1: routing through exchanges on a live cluster', () => {
     expect((await client.publish('', 'deduped', 'once', { producerId: 'p1', sequence: 7 })).outcome).toBe('confirmed');
     expect((await client.publish('', 'deduped', 'once', { producerId: 'p1', sequence: 7 })).outcome).toBe('duplicate');
     expect((await client.queueStatus('deduped')).ready).toBe(1);
+    // Far below the producer's highest sequence the queue cannot tell whether it stored one: refused, never DUPLICATE.
+    expect((await client.publish('', 'deduped', 'later', { producerId: 'p1', sequence: 5_000 })).outcome).toBe('confirmed');
+    await expect(client.publish('', 'deduped', 'held up', { producerId: 'p1', sequence: 100 })).rejects.toMatchObject({
+      code: 'FAILED_PRECONDITION',
+      reason: 'SEQUENCE_TOO_OLD',
+      retriable: false,
+    });
+    expect((await client.queueStatus('deduped')).ready).toBe(2);
   });
 
   it('mandatory: an unroutable message is returned to the publisher', async () => {

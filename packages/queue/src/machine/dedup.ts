@@ -8,8 +8,14 @@
  * and a client that counts DUPLICATE as confirmed would lose it. So within the window a
  * sequence is a duplicate only if its bit is set; this holds from a producer's first message
  * on (a new producer's earlier sequences are simply unseen) and across jumps (sparse
- * sequences are allowed: the bitmap shifts). Below the window a sequence counts as stored: the
- * window (1024) is far wider than any client's messages in flight, and the record stays small.
+ * sequences are allowed: the bitmap shifts).
+ *
+ * Below the window the queue cannot tell, and says so (`'unknown'`, refused with
+ * SEQUENCE_TOO_OLD) rather than answer DUPLICATE: a message held up long enough (on a node
+ * that lost its leadership while the producer's later messages went on through the new
+ * leader) arrives that far behind, was never stored, and a DUPLICATE would have confirmed it
+ * (a 10M-message run lost 52 that way). The SDK keeps a producer's sequences in flight within
+ * the window of its oldest unconfirmed one, so it never meets the refusal.
  */
 import type { QueueState } from './state.js';
 
@@ -39,11 +45,14 @@ function bitSet(seen: readonly number[], offset: number): boolean {
   return (((seen[offset >> 5] ?? 0) >>> (offset & 31)) & 1) === 1;
 }
 
-export function isDuplicateSequence(record: ProducerRecord | undefined, sequence: number): boolean {
-  if (record === undefined || sequence > record.sequence) return false;
+/** Whether a producer's `sequence` is new, was stored, or is too far below the window to tell. */
+export type SequenceStatus = 'new' | 'stored' | 'unknown';
+
+export function sequenceStatus(record: ProducerRecord | undefined, sequence: number): SequenceStatus {
+  if (record === undefined || sequence > record.sequence) return 'new';
   const offset = record.sequence - sequence;
-  if (offset >= DEDUP_REORDER_WINDOW) return true;
-  return bitSet(record.seen, offset);
+  if (offset >= DEDUP_REORDER_WINDOW) return 'unknown';
+  return bitSet(record.seen, offset) ? 'stored' : 'new';
 }
 
 /** The bitmap moved `shift` offsets up (toward older), bits past the window dropped. */
@@ -60,7 +69,7 @@ function shifted(seen: readonly number[], shift: number): number[] {
   return out;
 }
 
-/** The record after storing `sequence` (which `isDuplicateSequence` said is new). */
+/** The record after storing `sequence` (which `sequenceStatus` said is new). */
 export function rememberSequence(record: ProducerRecord | undefined, sequence: number, now: number): ProducerRecord {
   let highest: number;
   let seen: number[];

@@ -21,12 +21,12 @@ import {
   type QueueState,
 } from './state.js';
 import type { NewMessage } from './store.js';
-import { forgetIdleProducers, isDuplicateSequence, rememberSequence } from './dedup.js';
+import { DEDUP_REORDER_WINDOW, forgetIdleProducers, rememberSequence, sequenceStatus, type SequenceStatus } from './dedup.js';
 import { cancelMove, confirmMoved, failMoved, moveAvailable, startMove } from './move.js';
 import { returnMessage } from './returns.js';
 import { runTick, scheduleNextTick } from './tick.js';
 import type { ApplyResult, Command, ConsumerId, Effect, EnqueueCommand, Meta, Reply } from './types.js';
-import { validateCommand } from './validate.js';
+import { errorReply, validateCommand } from './validate.js';
 
 const OK: Reply = { type: 'ok' };
 
@@ -118,10 +118,10 @@ function effectiveTtlMs(state: QueueState, command: EnqueueCommand): number {
   return Math.min(queueTtl, messageTtl);
 }
 
-function isDuplicate(state: QueueState, command: EnqueueCommand, now: number): boolean {
+function producerSequence(state: QueueState, command: EnqueueCommand, now: number): SequenceStatus {
   forgetIdleProducers(state, now);
-  if (command.producerId === undefined || command.sequence === undefined) return false;
-  return isDuplicateSequence(state.producers.get(command.producerId), command.sequence);
+  if (command.producerId === undefined || command.sequence === undefined) return 'new';
+  return sequenceStatus(state.producers.get(command.producerId), command.sequence);
 }
 
 function rememberProducer(state: QueueState, command: EnqueueCommand, now: number): void {
@@ -156,8 +156,15 @@ function wouldOverflow(state: QueueState, sizeBytes: number): boolean {
 }
 
 function enqueue(meta: Meta, command: EnqueueCommand, state: QueueState, effects: Effect[]): Reply {
-  if (isDuplicate(state, command, meta.now)) {
-    return { type: 'duplicate', producerId: command.producerId ?? '', sequence: command.sequence ?? 0 };
+  const seen = producerSequence(state, command, meta.now);
+  if (seen === 'stored') return { type: 'duplicate', producerId: command.producerId ?? '', sequence: command.sequence ?? 0 };
+  if (seen === 'unknown') {
+    const highest = state.producers.get(command.producerId ?? '')?.sequence ?? 0;
+    return errorReply(
+      'SEQUENCE_TOO_OLD',
+      `sequence ${command.sequence} of producer ${JSON.stringify(command.producerId)} is ${DEDUP_REORDER_WINDOW} or more below the highest one stored (${highest}): ` +
+        `whether it was stored cannot be told, so it is not stored now; keep a producer's sequences in flight within ${DEDUP_REORDER_WINDOW} of each other, or publish it again with a new sequence`,
+    );
   }
   const init = createHeader(meta, command, state);
   const overflow = wouldOverflow(state, init.sizeBytes);

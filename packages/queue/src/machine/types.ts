@@ -116,7 +116,9 @@ export type ErrorCode =
   | 'FAILED_PRECONDITION'
   | 'QUEUE_DELETED'
   /** Spec 7: an exclusive queue used by a session that does not own it. */
-  | 'RESOURCE_LOCKED';
+  | 'RESOURCE_LOCKED'
+  /** Spec 2: a producer's sequence too far below its highest stored one to tell whether it was stored. */
+  | 'SEQUENCE_TOO_OLD';
 
 export interface ErrorReply {
   readonly type: 'error';
