@@ -73,6 +73,12 @@ export interface RaftOptions {
   readonly applyBytesMax?: number;
   /** Promote learners to voters once they have caught up with the commit index. */
   readonly promoteLearners?: boolean;
+  /**
+   * Let the group go quiet when idle (see RaftNode.isQuiet). Only for a driver that watches
+   * its peer nodes and calls `wake` for a silent one: without that, a quiet follower would
+   * never notice its leader's crash.
+   */
+  readonly quiesce?: boolean;
   readonly testOnlyBugs?: ReadonlySet<PlantedBug>;
 }
 
@@ -142,6 +148,7 @@ const DEFAULTS = {
   retainedBytesAfterSnapshot: 8 * 1024 * 1024,
   applyBytesMax: 16 * 1024 * 1024,
   promoteLearners: true,
+  quiesce: false,
 };
 
 /**
@@ -174,6 +181,8 @@ export class RaftNode {
   private previousSoftState: SoftState;
   private previousHardState: HardState;
   private outstandingReady: ReadyMarks | null = null;
+  /** See isQuiet. Volatile: a restarted replica is never quiet. */
+  private quiet = false;
 
   constructor(options: RaftOptions, restored: RestoredState) {
     this.id = options.id;
@@ -196,12 +205,64 @@ export class RaftNode {
   // ---------------------------------------------------------------- inputs
 
   tick(): void {
+    if (this.quiet) return;
     if (this.role === 'leader') this.tickHeartbeat();
     else this.tickElection();
   }
 
+  /**
+   * A quiet group (ra's quiescence, TiKV's hibernation) costs nothing while idle: its leader
+   * found every follower it hears from caught up with nothing pending, told them so (a
+   * heartbeat with `quiesce`) and stopped heartbeating; a follower holding everything the
+   * leader committed stopped its election timer. `tick` does nothing while quiet.
+   *
+   * Liveness then comes from the driver, which watches the peer *nodes* (one heartbeat per
+   * node, not per group) and calls `wake` for the quiet groups of a node that went silent.
+   * Any work wakes the group by itself: a proposal, a read, a transfer, and every message
+   * but the quiesce heartbeat and a quiet follower's answer to it.
+   */
+  get isQuiet(): boolean {
+    return this.quiet;
+  }
+
+  /**
+   * Wakes a quiet replica (nothing happens to one that is not quiet). `memberSilent`: the
+   * driver found a member's node silent for an election timeout. A follower whose leader is
+   * that node then takes its lease as expired: it grants votes and campaigns within one
+   * election timeout (randomized), as if it had missed the leader's heartbeats. A leader
+   * goes back to heartbeating and checks its quorum afresh: one that hears from no majority
+   * steps down within an election timeout (a partitioned quiet leader stops leading).
+   */
+  wake(memberSilent: NodeId | null = null): void {
+    this.wakeUp(memberSilent, true);
+  }
+
+  /** `askLeader`: a follower asks its leader to heartbeat again (not when the leader woke it). */
+  private wakeUp(memberSilent: NodeId | null, askLeader: boolean): void {
+    if (!this.quiet) return;
+    this.quiet = false;
+    if (this.role === 'leader') {
+      this.electionElapsed = 0;
+      this.heartbeatElapsed = 0;
+      for (const [id, progress] of this.progress) if (id !== this.id) progress.recentActive = false;
+      this.broadcastHeartbeat(false);
+      return;
+    }
+    if (memberSilent !== null && memberSilent === this.leaderId) {
+      this.electionElapsed = this.options.electionTicks;
+      return;
+    }
+    this.electionElapsed = 0;
+    // The leader is quiet and sends nothing: ask it to heartbeat again (a response that is
+    // not quiet wakes it), or this follower would campaign against a healthy leader.
+    if (askLeader && this.leaderId !== null && this.leaderId !== this.id) {
+      this.send({ type: 'heartbeatResp', from: this.id, to: this.leaderId, term: this.term, readSeq: 0, quiet: false });
+    }
+  }
+
   step(message: Message): void {
     assert(message.to === this.id, () => `message for ${message.to} stepped into ${this.id}`);
+    if (this.quiet && !keepsQuiet(message)) this.wakeUp(null, message.from !== this.leaderId);
     if (message.term > this.term) {
       if (!this.stepHigherTerm(message)) return;
     } else if (message.term < this.term) {
@@ -244,6 +305,7 @@ export class RaftNode {
   }
 
   propose(data: Uint8Array): ProposeResult {
+    this.wake();
     const rejection = this.checkCanPropose();
     if (rejection !== null) return rejection;
     const entry = this.appendEntry('normal', data);
@@ -251,6 +313,7 @@ export class RaftNode {
   }
 
   proposeConfChange(change: ConfChange): ProposeResult {
+    this.wake();
     const rejection = this.checkCanPropose();
     if (rejection !== null) return rejection;
     if (this.configChangePending() || !this.committedInCurrentTerm()) {
@@ -272,6 +335,7 @@ export class RaftNode {
    * the request is dropped: the driver fails it when softState shows the change.
    */
   readIndex(requestId: string): ReadIndexResult {
+    this.wake();
     if (this.role !== 'leader') return { ok: false, reason: 'notLeader', leaderId: this.leaderId };
     if (!this.committedInCurrentTerm()) {
       this.deferredReads.push(requestId);
@@ -283,6 +347,7 @@ export class RaftNode {
 
   /** Hands leadership to `target` (which must be a voter) via TimeoutNow once it has caught up. */
   transferLeadership(target: NodeId): TransferResult {
+    this.wake();
     if (this.role !== 'leader') return { ok: false, reason: 'notLeader', leaderId: this.leaderId };
     if (!isVoter(this.log.latestConfig(), target)) return { ok: false, reason: 'notAVoter', leaderId: this.leaderId };
     if (target === this.id || this.leadTransferee === target) return { ok: true };
@@ -528,6 +593,7 @@ export class RaftNode {
     this.pendingReads = [];
     this.deferredReads = [];
     this.broadcastPending = false;
+    this.quiet = false;
   }
 
   private campaign(kind: 'preElection' | 'election', leaderTransfer: boolean): void {
@@ -597,8 +663,33 @@ export class RaftNode {
     this.retryStalledSnapshots();
     if (this.heartbeatElapsed >= this.options.heartbeatTicks) {
       this.heartbeatElapsed = 0;
-      this.broadcastHeartbeat();
+      const quiesce = this.options.quiesce && this.canQuiesce();
+      this.broadcastHeartbeat(quiesce);
+      if (quiesce) this.quiet = true;
     }
+  }
+
+  /**
+   * Whether this leader may go quiet (see isQuiet): nothing pending (no transfer, no read,
+   * every entry durable here and committed in this term), a majority heard from in this
+   * check-quorum window, and every follower heard from caught up with nothing in flight.
+   * A follower not heard from (down, partitioned) does not keep the group awake: it is
+   * caught up by appends once it answers again (a restarted replica is never quiet, and its
+   * first message wakes the leader).
+   */
+  private canQuiesce(): boolean {
+    if (this.leadTransferee !== null || this.pendingReads.length > 0 || this.deferredReads.length > 0) return false;
+    const last = this.log.lastIndex();
+    if (this.log.committed !== last || this.log.stableIndex !== last || this.log.pendingSnapshot !== null || !this.committedInCurrentTerm()) return false;
+    const config = this.log.latestConfig();
+    let heard = 0;
+    for (const voter of config.voters) if (voter === this.id || this.progress.get(voter)?.recentActive === true) heard++;
+    if (heard < quorumSize(config)) return false;
+    for (const [id, progress] of this.progress) {
+      if (id === this.id || !progress.recentActive) continue;
+      if (progress.state !== 'replicate' || progress.match !== last || progress.inflightCount() > 0) return false;
+    }
+    return true;
   }
 
   /** Check-quorum: a leader that has not heard from a majority within an election timeout steps down. */
@@ -795,7 +886,10 @@ export class RaftNode {
   private handleHeartbeat(message: HeartbeatMessage): void {
     // The leader sends min(match, commit), so everything up to it matches the leader's log.
     this.log.commitTo(Math.min(message.commit, this.log.lastIndex()));
-    this.send({ type: 'heartbeatResp', from: this.id, to: message.from, term: this.term, readSeq: message.readSeq });
+    // Quiet only holding all the leader committed: a follower missing some answers `quiet:
+    // false`, which keeps the leader awake to send them.
+    if (message.quiesce && this.options.quiesce && this.log.committed >= message.commit) this.quiet = true;
+    this.send({ type: 'heartbeatResp', from: this.id, to: message.from, term: this.term, readSeq: message.readSeq, quiet: this.quiet });
   }
 
   private handleSnapshotChunk(message: SnapshotChunkMessage): void {
@@ -1047,12 +1141,13 @@ export class RaftNode {
     progress.snapshotSentOffset = end;
   }
 
-  private broadcastHeartbeat(): void {
+  /** `quiesce`: the group goes quiet; a follower behind the commit index is not asked to. */
+  private broadcastHeartbeat(quiesce: boolean): void {
     const readSeq = this.pendingReads[this.pendingReads.length - 1]?.seq ?? 0;
     for (const [id, progress] of this.progress) {
       if (id === this.id) continue;
       const commit = Math.min(progress.match, this.log.committed);
-      this.send({ type: 'heartbeat', from: this.id, to: id, term: this.term, commit, readSeq });
+      this.send({ type: 'heartbeat', from: this.id, to: id, term: this.term, commit, readSeq, quiesce: quiesce && commit === this.log.committed });
     }
   }
 
@@ -1069,7 +1164,7 @@ export class RaftNode {
       this.releaseReadsUpTo(read.seq);
       return;
     }
-    this.broadcastHeartbeat();
+    this.broadcastHeartbeat(false);
   }
 
   private acknowledgeReads(from: NodeId, seq: number): void {
@@ -1145,6 +1240,11 @@ export class RaftNode {
     assert(this.role !== 'leader' || this.leaderId === this.id, 'a leader must know itself as leader');
     assert(this.role !== 'candidate' || this.vote === this.id, 'a candidate votes for itself');
   }
+}
+
+/** The messages a quiet replica takes without waking: the quiesce heartbeat and a quiet follower's answer. */
+function keepsQuiet(message: Message): boolean {
+  return (message.type === 'heartbeat' && message.quiesce) || (message.type === 'heartbeatResp' && message.quiet);
 }
 
 function sameHardState(a: HardState, b: HardState): boolean {

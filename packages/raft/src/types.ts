@@ -104,10 +104,20 @@ export interface HeartbeatMessage extends Envelope {
   readonly commit: number;
   /** Highest read-index request sequence outstanding on the leader (0 = none). */
   readonly readSeq: number;
+  /**
+   * The group goes quiet (see RaftNode.isQuiet): the leader sends no more heartbeats until
+   * there is work, and a follower holding everything up to `commit` stops its election timer.
+   */
+  readonly quiesce: boolean;
 }
 export interface HeartbeatResponse extends Envelope {
   readonly type: 'heartbeatResp';
   readonly readSeq: number;
+  /**
+   * The follower is quiet. A quiet leader stays quiet on such a response; any other
+   * heartbeat response wakes it (a follower that woke asks its leader to go on heartbeating).
+   */
+  readonly quiet: boolean;
 }
 export interface SnapshotChunkMessage extends Envelope {
   readonly type: 'snapshot';

@@ -32,7 +32,7 @@ describe('invariant assertions fire', () => {
   test('stepping a message addressed to another node', () => {
     const c = new TestCluster(['a', 'b', 'c']);
     expectInvariant(
-      () => c.raft('a').step({ type: 'heartbeat', from: 'b', to: 'c', term: 1, commit: 0, readSeq: 0 }),
+      () => c.raft('a').step({ type: 'heartbeat', from: 'b', to: 'c', term: 1, commit: 0, readSeq: 0, quiesce: false }),
       /message for c stepped into a/,
     );
   });

@@ -9,7 +9,7 @@ describe('a leader writes in parallel with its followers (dissertation 10.2.1)',
     const base = { from: 'a', to: 'b', term: 1 };
     const early: Message[] = [
       { ...base, type: 'append', prevLogIndex: 0, prevLogTerm: 0, entries: [], commit: 0 },
-      { ...base, type: 'heartbeat', commit: 0, readSeq: 0 },
+      { ...base, type: 'heartbeat', commit: 0, readSeq: 0, quiesce: false },
       { ...base, type: 'snapshot', meta: { index: 1, term: 1, config: { voters: ['a'], learners: [] } }, offset: 0, totalBytes: 0, chunk: new Uint8Array(), done: true },
       { ...base, type: 'timeoutNow' },
     ];
@@ -19,7 +19,7 @@ describe('a leader writes in parallel with its followers (dissertation 10.2.1)',
       { ...base, type: 'voteResp', reject: false },
       { ...base, type: 'preVoteResp', reject: false },
       { ...base, type: 'appendResp', reject: false, index: 1, hintIndex: 0, hintTerm: 0 },
-      { ...base, type: 'heartbeatResp', readSeq: 0 },
+      { ...base, type: 'heartbeatResp', readSeq: 0, quiet: false },
       { ...base, type: 'snapshotResp', snapshotIndex: 1, nextOffset: 0, reject: false },
     ];
     expect(early.map(sendableBeforePersist)).toEqual(early.map(() => true));

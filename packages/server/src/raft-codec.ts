@@ -70,9 +70,9 @@ export function messageToWire(groupId: string, message: Message): pb.RaftMessage
         appendResponse: { reject: message.reject, index: message.index, hintIndex: message.hintIndex, hintTerm: message.hintTerm },
       };
     case 'heartbeat':
-      return { ...envelope, heartbeat: { commit: message.commit, readSeq: message.readSeq } };
+      return { ...envelope, heartbeat: { commit: message.commit, readSeq: message.readSeq, quiesce: message.quiesce } };
     case 'heartbeatResp':
-      return { ...envelope, heartbeatResponse: { readSeq: message.readSeq } };
+      return { ...envelope, heartbeatResponse: { readSeq: message.readSeq, quiet: message.quiet } };
     case 'snapshot':
       return {
         ...envelope,
@@ -160,9 +160,9 @@ function decodeBody(wire: pb.RaftMessage): GroupMessage | null {
       });
     }
     case 'heartbeat':
-      return m({ ...envelope, type: 'heartbeat', commit: wire.heartbeat?.commit ?? 0, readSeq: wire.heartbeat?.readSeq ?? 0 });
+      return m({ ...envelope, type: 'heartbeat', commit: wire.heartbeat?.commit ?? 0, readSeq: wire.heartbeat?.readSeq ?? 0, quiesce: wire.heartbeat?.quiesce === true });
     case 'heartbeatResponse':
-      return m({ ...envelope, type: 'heartbeatResp', readSeq: wire.heartbeatResponse?.readSeq ?? 0 });
+      return m({ ...envelope, type: 'heartbeatResp', readSeq: wire.heartbeatResponse?.readSeq ?? 0, quiet: wire.heartbeatResponse?.quiet === true });
     case 'snapshot': {
       const s = wire.snapshot;
       return m({

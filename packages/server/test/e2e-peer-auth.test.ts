@@ -87,7 +87,7 @@ async function metric(id: string, name: string): Promise<number> {
 
 /** Forged messages of a huge term for every group id a queue may have (and the metadata group's). */
 function forgedTerm(from: string, to: string, queue: string, meta = true): GroupMessage[] {
-  const heartbeat = (groupId: string): GroupMessage => ({ groupId, message: { type: 'heartbeat', from, to, term: 1e12, commit: 0, readSeq: 0 } as Message });
+  const heartbeat = (groupId: string): GroupMessage => ({ groupId, message: { type: 'heartbeat', from, to, term: 1e12, commit: 0, readSeq: 0, quiesce: false } as Message });
   return [...(meta ? [heartbeat('meta')] : []), ...Array.from({ length: 60 }, (_, i) => heartbeat(`q/${i + 1}/${queue}`))];
 }
 

@@ -295,7 +295,7 @@ describe('a linearizable read (ReadIndex)', () => {
       (error: unknown) => (error as BrokerError).reason,
     );
     const term = group.raft.currentTerm;
-    expect(group.receive({ type: 'heartbeat', from: 'n2', to: 'n1', term: term + 1, commit: 0, readSeq: 0 })).toBe(true);
+    expect(group.receive({ type: 'heartbeat', from: 'n2', to: 'n1', term: term + 1, commit: 0, readSeq: 0, quiesce: false })).toBe(true);
     expect(await pending).toBe('NOT_LEADER');
     await expect(group.readIndex()).rejects.toMatchObject({ reason: 'NOT_LEADER' });
   });
@@ -306,7 +306,7 @@ describe('messages from outside the group', () => {
     const group = await leaderWithoutQuorum();
     const term = group.raft.currentTerm;
     // n4 is no replica of this group (a peer of the node that replicates other groups).
-    const forged: Message = { type: 'heartbeat', from: 'n4', to: 'n1', term: 1e12, commit: 0, readSeq: 0 };
+    const forged: Message = { type: 'heartbeat', from: 'n4', to: 'n1', term: 1e12, commit: 0, readSeq: 0, quiesce: false };
     expect(group.receive(forged)).toBe(false);
     expect(group.receive({ ...forged, type: 'vote', lastLogIndex: 1e9, lastLogTerm: 1e9, leaderTransfer: true } as Message)).toBe(false);
     await turn();
@@ -321,7 +321,7 @@ describe('messages from outside the group', () => {
     // A replica lagging behind a membership change: n4 was added and leads in a later term.
     const group = await leaderWithoutQuorum((from) => from === 'n4');
     const term = group.raft.currentTerm;
-    const fromNewLeader: Message = { type: 'heartbeat', from: 'n4', to: 'n1', term: term + 1, commit: 0, readSeq: 0 };
+    const fromNewLeader: Message = { type: 'heartbeat', from: 'n4', to: 'n1', term: term + 1, commit: 0, readSeq: 0, quiesce: false };
     expect(group.receive(fromNewLeader)).toBe(true);
     expect(group.raft.currentTerm).toBe(term + 1);
     // Waiting 50 event-loop turns failed once in a loaded run of the suite (the leader was

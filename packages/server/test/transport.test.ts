@@ -56,7 +56,7 @@ function capturingLogger(lines: string[]) {
   return pino({ level: 'info' }, sink);
 }
 
-const heartbeat = (to: string): Message => ({ type: 'heartbeat', from: 'n2', to, term: 3, commit: 7, readSeq: 0 });
+const heartbeat = (to: string): Message => ({ type: 'heartbeat', from: 'n2', to, term: 3, commit: 7, readSeq: 0, quiesce: false });
 
 async function until(condition: () => boolean, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -135,7 +135,7 @@ describe('peer streams', () => {
     // n2 with the wrong secret: a node of another cluster, or a client guessing.
     const transport = new PeerTransport('n2', new Map([['n1', address]]), 'not-the-cluster-secret', capturingLogger(lines));
     closers.push(() => transport.close());
-    const forged: Message = { type: 'heartbeat', from: 'n2', to: 'n1', term: 1e12, commit: 0, readSeq: 0 };
+    const forged: Message = { type: 'heartbeat', from: 'n2', to: 'n1', term: 1e12, commit: 0, readSeq: 0, quiesce: false };
     for (let i = 0; i < 10 && refusals.length === 0; i++) {
       transport.send('meta', [forged]);
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -153,7 +153,7 @@ describe('peer streams', () => {
     const address = await endpoint('n1', received, [], refusals);
     const transport = new PeerTransport('n2', new Map([['n1', address]]), SECRET, capturingLogger([]));
     closers.push(() => transport.close());
-    const spoofed: Message = { type: 'heartbeat', from: 'n3', to: 'n1', term: 1e12, commit: 0, readSeq: 0 };
+    const spoofed: Message = { type: 'heartbeat', from: 'n3', to: 'n1', term: 1e12, commit: 0, readSeq: 0, quiesce: false };
     transport.send('meta', [spoofed, heartbeat('n1')]);
     await until(() => received.length > 0);
     expect(received).toEqual([{ groupId: 'meta', message: heartbeat('n1') }]);

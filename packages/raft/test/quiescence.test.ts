@@ -1,0 +1,176 @@
+/** Quiet groups (RaftNode.isQuiet / wake): idle groups send nothing; work, restarts and a silent node wake them. */
+import { describe, expect, test } from 'vitest';
+import { TestCluster } from './cluster.js';
+import { run } from './helpers.js';
+
+const IDS = ['a', 'b', 'c'];
+
+/** A three-voter group led by `a` with one committed entry, run until it is quiet. */
+function quietGroup(seed = 1): TestCluster {
+  const c = new TestCluster(IDS, { quiesce: true }, seed);
+  c.elect('a');
+  c.propose('a', 'x');
+  run(c, 20);
+  return c;
+}
+
+function quietIds(c: TestCluster): string[] {
+  return c.liveNodes().filter((n) => n.raft.isQuiet).map((n) => n.id);
+}
+
+describe('quiescence', () => {
+  test('an idle group goes quiet on every replica and then sends nothing however long it ticks', () => {
+    const c = quietGroup();
+    expect(quietIds(c)).toEqual(IDS);
+    for (const id of IDS) expect(c.node(id).machine).toEqual(['x']);
+    const sent = c.delivered.length;
+    run(c, 1_000);
+    expect(c.delivered.length).toBe(sent);
+    for (const id of IDS) expect(c.raft(id).status()).toMatchObject({ leaderId: 'a', term: 1 });
+    c.assertSafe();
+  });
+
+  test('without the option a group never goes quiet (classic heartbeats)', () => {
+    const c = new TestCluster(IDS);
+    c.elect('a');
+    run(c, 50);
+    expect(quietIds(c)).toEqual([]);
+    const sent = c.delivered.length;
+    run(c, 10);
+    expect(c.delivered.length).toBeGreaterThan(sent);
+  });
+
+  test('a proposal wakes the group, commits everywhere, and the group goes quiet again', () => {
+    const c = quietGroup();
+    c.propose('a', 'y');
+    expect(c.raft('a').isQuiet).toBe(false);
+    c.stabilize();
+    expect(c.node('a').machine).toEqual(['x', 'y']);
+    run(c, 10);
+    for (const id of IDS) expect(c.node(id).machine).toEqual(['x', 'y']);
+    expect(quietIds(c)).toEqual(IDS);
+  });
+
+  test('a follower that missed entries is caught up when it answers again, before it goes quiet', () => {
+    const c = new TestCluster(IDS, { quiesce: true });
+    c.elect('a');
+    c.isolate('c');
+    c.propose('a', 'x');
+    run(c, 40);
+    // a and b went quiet without c (not heard from), c campaigns in vain.
+    expect(c.raft('a').isQuiet).toBe(true);
+    expect(c.node('c').machine).toEqual([]);
+    c.heal();
+    run(c, 60);
+    expect(c.node('c').machine).toEqual(['x']);
+    expect(quietIds(c)).toEqual(IDS);
+    expect(c.raft('a').status()).toMatchObject({ role: 'leader', term: 1 });
+    c.assertSafe();
+  });
+
+  test('a quiet follower never notices its leader crash by itself; woken as the leader\'s node went silent, it elects within two election timeouts', () => {
+    const c = quietGroup();
+    c.crash('a');
+    run(c, 200);
+    expect(c.leader()).toBe(null);
+    expect(quietIds(c)).toEqual(['b', 'c']);
+    // The driver's node-level failure detector found a's node silent.
+    c.raft('b').wake('a');
+    c.raft('c').wake('a');
+    let ticks = 0;
+    while (c.leader() === null || c.leader() === 'a') {
+      run(c, 1);
+      ticks++;
+      expect(ticks).toBeLessThanOrEqual(2 * c.electionTicks);
+    }
+    expect(['b', 'c']).toContain(c.leader());
+    c.assertSafe();
+  });
+
+  test('a quiet leader partitioned away steps down within an election timeout once woken, and the majority elects another', () => {
+    const c = quietGroup();
+    c.isolate('a');
+    run(c, 100);
+    expect(c.raft('a').status().role).toBe('leader'); // quiet: nothing tells it yet
+    c.raft('a').wake('b');
+    c.raft('b').wake('a');
+    c.raft('c').wake('a');
+    run(c, c.electionTicks + 1);
+    expect(c.raft('a').status().role).not.toBe('leader');
+    expect(c.raft('a').propose(new Uint8Array([1])).ok).toBe(false);
+    run(c, 2 * c.electionTicks);
+    expect(['b', 'c']).toContain(c.leader());
+    c.assertSafe();
+  });
+
+  test('a quiet leader that still hears a majority stays leader when woken by a silent follower, and goes quiet again', () => {
+    const c = quietGroup();
+    c.crash('c');
+    c.raft('a').wake('c');
+    run(c, 3 * c.electionTicks);
+    expect(c.raft('a').status()).toMatchObject({ role: 'leader', term: 1 });
+    expect(c.raft('a').isQuiet).toBe(true);
+  });
+
+  test('a restarted replica (never quiet) wakes the leader with its first message and joins it without an election', () => {
+    const c = quietGroup();
+    c.crash('c');
+    c.restart('c');
+    expect(c.raft('c').isQuiet).toBe(false);
+    run(c, 4 * c.electionTicks);
+    for (const id of IDS) expect(c.raft(id).status()).toMatchObject({ leaderId: 'a', term: 1 });
+    expect(quietIds(c)).toEqual(IDS);
+    c.assertSafe();
+  });
+
+  test('a follower woken for no reason of its leader asks the leader to heartbeat again: no election', () => {
+    const c = quietGroup();
+    const before = c.delivered.length;
+    c.raft('b').wake();
+    expect(c.raft('b').isQuiet).toBe(false);
+    run(c, 5 * c.electionTicks);
+    for (const id of IDS) expect(c.raft(id).status()).toMatchObject({ leaderId: 'a', term: 1 });
+    expect(quietIds(c)).toEqual(IDS);
+    const after = c.delivered.slice(before);
+    expect(after.filter((m) => m.type === 'preVote' || m.type === 'vote')).toEqual([]);
+    // The ping, the leader's heartbeats and their answers, the quiesce round: then nothing.
+    expect(after.length).toBeLessThanOrEqual(9);
+  });
+
+  test('a read wakes the leader and is confirmed by a quorum', () => {
+    const c = quietGroup();
+    expect(c.raft('a').readIndex('r1').ok).toBe(true);
+    c.stabilize();
+    expect(c.node('a').readStates.map((r) => r.requestId)).toEqual(['r1']);
+    run(c, 10);
+    expect(quietIds(c)).toEqual(IDS);
+  });
+
+  test('seeded runs with crashes, partitions and wake-ups of every silent member stay safe and keep electing', () => {
+    for (let seed = 1; seed <= 30; seed++) {
+      const c = new TestCluster(IDS, { quiesce: true }, seed);
+      let step = 0;
+      const random = (n: number): number => {
+        step = (step * 1103515245 + 12345 + seed) & 0x7fffffff;
+        return step % n;
+      };
+      c.runUntilLeader();
+      for (let round = 0; round < 40; round++) {
+        const leader = c.leader();
+        if (leader !== null && random(2) === 0) c.raft(leader).propose(new TextEncoder().encode(`v${round}`));
+        if (random(5) === 0) {
+          const victim = IDS[random(3)]!;
+          c.isolate(victim);
+          run(c, c.electionTicks);
+          // Every replica's driver wakes it for the member it no longer hears.
+          for (const id of IDS) for (const other of IDS) if (id !== other && (id === victim || other === victim)) c.raft(id).wake(other);
+        }
+        run(c, 3 * c.electionTicks);
+        c.heal();
+        run(c, 3 * c.electionTicks);
+        expect(c.leader()).not.toBe(null);
+      }
+      c.assertSafe();
+    }
+  });
+});
