@@ -299,6 +299,11 @@ export class RaftNode {
    * while this node is not a member itself: a learner being added knows no configuration
    * naming its leader until the leader's appends or snapshot bring one.
    */
+  /** Whether `id` is a member (voter or learner) of the latest configuration this node knows. */
+  hasMember(id: NodeId): boolean {
+    return isMember(this.log.latestConfig(), id);
+  }
+
   acceptsMessageFrom(from: NodeId): boolean {
     if (!isMember(this.log.latestConfig(), this.id)) return true;
     return from !== this.id && this.log.namesMember(from);
@@ -511,6 +516,11 @@ export class RaftNode {
   /** The current role, without building a whole status. */
   get currentRole(): Role {
     return this.role;
+  }
+
+  /** The leader this node knows of now, without building a whole status. */
+  get currentLeaderId(): NodeId | null {
+    return this.leaderId;
   }
 
   get currentTerm(): number {

@@ -9,6 +9,8 @@ export type { LocalQueue } from './local-queue.js';
 export { META_GROUP, queueGroupId } from './local-queue.js';
 export type { NodeEnv, Timer } from './node-env.js';
 export type { PeerLink } from './peer-link.js';
+export { GroupTicker, type TickedGroup } from './group-ticker.js';
+export { NODE_BEAT_GROUP, PeerLiveness, beatMessage } from './peer-liveness.js';
 export { NodeMetrics } from './metrics.js';
 export { DEFAULTS, type NodeConfig } from './config.js';
 export { BrokerError, Status } from './errors.js';

@@ -128,6 +128,11 @@ export class NodeMetrics {
   readonly walFlushes = new Counter({ name: 'quorumq_wal_flushes_total', help: 'WAL flushes (one durable write each, for every group on the node)', registers: [this.registry] });
   readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
   readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
+  readonly peersSilent = new Counter({
+    name: 'quorumq_peers_silent_total',
+    help: 'Times a peer sent nothing (not even a beat) for an election timeout, waking the quiet groups concerned',
+    registers: [this.registry],
+  });
   readonly peerBatches = new Counter({ name: 'quorumq_peer_batches_total', help: 'Batches of Raft messages sent to peers', registers: [this.registry] });
   readonly peerStreamsRefused = new Counter({
     name: 'quorumq_peer_streams_refused_total',

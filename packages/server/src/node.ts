@@ -31,8 +31,10 @@ import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
 import { MoveWorker, type MoveTestOnlyBugs } from './move-worker.js';
+import { GroupTicker } from './group-ticker.js';
 import { every, sleep, systemEnv, type NodeEnv, type Timer } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
+import { NODE_BEAT_GROUP, PeerLiveness } from './peer-liveness.js';
 import { ProposalRouter } from './proposal-router.js';
 import { QueueReplicas, type GroupSetup } from './queue-replicas.js';
 import { queueCounts } from './queue-view.js';
@@ -96,6 +98,11 @@ export class BrokerNode {
   readonly memory: MemoryAlarm | null;
   private readonly onFatal: (error: unknown) => void;
   private ticker: Timer | null = null;
+  /** The groups ticked now: only those with work (quiet groups rest, see RaftNode.isQuiet). */
+  readonly groupTicks = new GroupTicker();
+  /** Which peers went silent (quiet groups send no heartbeats of their own). */
+  private readonly liveness: PeerLiveness;
+  private ticks = 0;
   private diskTimer: Timer | null = null;
   private metricsServer: HttpServer | null = null;
   private stopping = false;
@@ -116,6 +123,11 @@ export class BrokerNode {
     const groupSetup = parts.groupSetup ?? (() => ({}));
     const isStopping = (): boolean => this.stopping;
     const fatal = (error: unknown): void => this.fatal(error);
+    this.liveness = new PeerLiveness(
+      [...config.peers.keys()].filter((id) => id !== config.nodeId),
+      config.electionTicks * config.tickMs,
+      env.now(),
+    );
 
     this.meta = new MetaMachine(() => this.queues.reconcileSoon());
     this.queues = new QueueReplicas({
@@ -133,6 +145,7 @@ export class BrokerNode {
       consumers: this.consumers,
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
+      ticker: this.groupTicks,
       groupSetup,
       fatal,
       isStopping,
@@ -151,6 +164,7 @@ export class BrokerNode {
       knownMember: (from) => config.peers.has(from),
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
+      ticker: this.groupTicks,
       ...groupSetup(META_GROUP),
     });
     this.router = new ProposalRouter({
@@ -282,10 +296,27 @@ export class BrokerNode {
   // ------------------------------------------------------------------------------------
   // Raft plumbing
 
+  /** Work per tick follows the active groups, not all of them. */
   private tick(): void {
+    const now = this.env.now();
     this.link.keepAlive();
-    this.metaGroup.tick();
-    for (const queue of this.queues.all()) queue.group.tick();
+    this.ticks += 1;
+    if (this.ticks % this.config.heartbeatTicks === 0) this.link.beat();
+    for (const peer of this.liveness.check(now)) this.onPeerSilent(peer);
+    this.groupTicks.tick(now);
+  }
+
+  /** A batch or a beat arrived from `peer` (see PeerLiveness). */
+  heardFrom(peer: NodeId): void {
+    this.liveness.heard(peer, this.env.now());
+  }
+
+  /** No batch from `peer` for an election timeout: wake the quiet groups that must notice. */
+  private onPeerSilent(peer: NodeId): void {
+    this.metrics.peersSilent.inc();
+    this.logger.warn({ peer }, 'peer silent for an election timeout; waking the quiet groups it leads or belongs to');
+    this.metaGroup.peerSilent(peer);
+    for (const queue of this.queues.all()) queue.group.peerSilent(peer);
   }
 
   /**
@@ -303,6 +334,9 @@ export class BrokerNode {
       this.refuseMessage('not_a_member', envelope);
       return;
     }
+    this.heardFrom(message.from);
+    // A beat (the simulator's; a real peer's is an empty batch) only says the peer is alive.
+    if (envelope.groupId === NODE_BEAT_GROUP) return;
     // A message for a queue this node does not know yet (its declare is not applied here
     // yet) is dropped: Raft sends again.
     const group = this.groupById(envelope.groupId);

@@ -18,5 +18,11 @@ export interface PeerLink {
   isConnected(peer: NodeId): boolean;
   /** Called on every tick: reconnects and pings idle peers. */
   keepAlive(): void;
+  /**
+   * Sends every peer a sign of life (an empty batch on the Raft stream), once per group
+   * heartbeat interval: quiet groups send no heartbeats, so peers watch the node instead
+   * (see PeerLiveness).
+   */
+  beat(): void;
   close(): void;
 }

@@ -19,6 +19,7 @@ import type { NodeEnv } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
 import type { ProposalRouter } from './proposal-router.js';
 import { QueueReplica, type QueueApplyResult, type ReplicaTestOnlyBugs } from './queue-replica.js';
+import type { GroupTicker } from './group-ticker.js';
 import { RaftGroup, type GroupObserver, type GroupTestOnlyBugs, type RaftTuning } from './raft-group.js';
 
 /** How the node starts a group beyond its config: the simulator's checkers and tuning. */
@@ -43,6 +44,7 @@ export interface QueueReplicasParts {
   readonly consumers: ConsumerRegistry;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
+  readonly ticker?: GroupTicker;
   groupSetup(groupId: string): GroupSetup;
   fatal(error: unknown): void;
   isStopping(): boolean;
@@ -191,6 +193,7 @@ export class QueueReplicas {
       },
       electionTicks: parts.electionTicks,
       heartbeatTicks: parts.heartbeatTicks,
+      ...(parts.ticker !== undefined ? { ticker: parts.ticker } : {}),
       ...parts.groupSetup(groupId),
     });
     local = { definition, replica, group, batcher: wiring.router.batcherFor(definition, group) };

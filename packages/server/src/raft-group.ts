@@ -11,6 +11,7 @@ import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
 import type { ConfChange, Entry, Message, NodeId, PlantedBug, RaftOptions, RaftStatus, Ready, SoftState } from '@quorumq/raft';
 import { StaleSnapshotError, type NodeStorage } from '@quorumq/storage';
 
+import type { GroupTicker } from './group-ticker.js';
 import { invariant } from './invariant.js';
 import { BrokerError, Status, Reason } from './errors.js';
 import type { NodeEnv } from './node-env.js';
@@ -115,6 +116,12 @@ export interface RaftGroupOptions<R> {
   readonly onPortableRefused?: (why: string) => void;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
+  /**
+   * The node's ticker, for a group that may go quiet (RaftNode.isQuiet): it is ticked only
+   * while it has work, and its node watches the peers (PeerLiveness) and calls `peerSilent`.
+   * Without one the group never goes quiet and its owner ticks it.
+   */
+  readonly ticker?: GroupTicker;
   readonly tuning?: RaftTuning;
   readonly observer?: GroupObserver;
   readonly testOnlyBugs?: GroupTestOnlyBugs;
@@ -172,6 +179,7 @@ export class RaftGroup<R> {
         initialConfig: { voters: [...options.initialVoters], learners: [] },
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
+        quiesce: options.ticker !== undefined,
         ...TUNING,
         ...options.tuning,
         ...(options.testOnlyBugs?.raft !== undefined ? { testOnlyBugs: options.testOnlyBugs.raft } : {}),
@@ -182,6 +190,27 @@ export class RaftGroup<R> {
       options.machine.restore(restored.snapshot.data);
       this.machineIndex = restored.snapshot.meta.index;
     }
+    options.ticker?.activate(this);
+  }
+
+  /** No ticks needed until something wakes the group: it is quiet and nothing here waits on the clock. */
+  get restful(): boolean {
+    return this.stopped || (this.raft.isQuiet && this.pending.size === 0 && this.readsAsked.size === 0 && this.readsWaiting.length === 0);
+  }
+
+  get isQuiet(): boolean {
+    return this.raft.isQuiet;
+  }
+
+  /**
+   * The node found `peer` silent for an election timeout (PeerLiveness). A quiet replica
+   * whose leader it is wakes with its lease expired and elects another; a quiet leader with
+   * it as a member wakes and checks its quorum again. Others stay as they are.
+   */
+  peerSilent(peer: NodeId): void {
+    if (this.stopped || !this.raft.isQuiet) return;
+    const concerned = this.raft.currentRole === 'leader' ? this.raft.hasMember(peer) : this.raft.currentLeaderId === peer;
+    if (concerned) this.guard(() => this.raft.wake(peer));
   }
 
   get groupId(): string {
@@ -353,6 +382,7 @@ export class RaftGroup<R> {
   stop(reason: string): void {
     if (this.stopped) return;
     this.stopped = true;
+    this.options.ticker?.remove(this);
     this.failPending(new BrokerError(Status.UNAVAILABLE, Reason.GROUP_STOPPED, reason));
   }
 
@@ -397,6 +427,8 @@ export class RaftGroup<R> {
 
   private kick(): void {
     if (this.stopped) return;
+    // Woken (or busy): ticked again until it is quiet.
+    if (this.options.ticker !== undefined && !this.restful) this.options.ticker.activate(this);
     if (this.loopRunning) {
       // The loop waits (on the disk, mostly): what may leave before anything is persisted
       // leaves at the end of this turn rather than after the wait (heartbeats among it).

@@ -106,6 +106,7 @@ export async function startNode(
       selfId: config.nodeId,
       authenticator,
       onMessage: (message) => node.receive(message),
+      onBatch: (peer) => node.heardFrom(peer),
       onWrongNode: (to, from) => {
         node.metrics.peerStreamsRefused.inc();
         logger.warn({ to, from }, 'a peer sent Raft messages for another node here (stale address); refused its stream');

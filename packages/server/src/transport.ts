@@ -146,6 +146,15 @@ export class PeerTransport {
     for (const link of this.links.values()) if (link.stream === null && now >= link.reconnectAt) this.streamOf(link);
   }
 
+  beat(): void {
+    if (this.closed) return;
+    for (const link of this.links.values()) {
+      // A batch already queued this turn carries the sign of life.
+      if (link.queued.length > 0) continue;
+      this.streamOf(link)?.write([]);
+    }
+  }
+
   /** True when the stream to the peer is open (a hint for status pages). */
   isConnected(peer: NodeId): boolean {
     return this.links.get(peer)?.connected ?? false;
@@ -289,6 +298,8 @@ export interface RaftStreamOptions {
   readonly selfId: NodeId;
   readonly authenticator: PeerAuthenticator;
   readonly onMessage: (message: GroupMessage) => void;
+  /** A batch arrived from the authenticated `peer` (a beat is an empty one): it is alive. */
+  readonly onBatch?: (peer: NodeId) => void;
   /** A batch for another node arrived (see below). */
   readonly onWrongNode?: (to: string, from: string) => void;
   /** A stream or message was refused; `peer` is the authenticated peer, when there is one. */
@@ -306,6 +317,7 @@ export function raftStreamHandler(options: RaftStreamOptions) {
   const { selfId, authenticator, onMessage } = options;
   const onWrongNode = options.onWrongNode ?? (() => {});
   const onRefused = options.onRefused ?? (() => {});
+  const onBatch = options.onBatch ?? (() => {});
   return (call: ServerDuplexStream<pb.RaftBatch, pb.RaftBatchAck.$Properties>): void => {
     const peer = authenticator.authenticate(call.metadata);
     call.on('error', () => {});
@@ -326,6 +338,7 @@ export function raftStreamHandler(options: RaftStreamOptions) {
         call.emit('error', { code: Status.FAILED_PRECONDITION, details: `${WRONG_NODE}: this is node ${selfId}, not ${misaddressed.to}` });
         return;
       }
+      onBatch(peer);
       for (const wire of batch.messages) {
         if (wire.from !== peer) {
           onRefused('sender_mismatch', peer, wire.from ?? '');

@@ -1,4 +1,4 @@
-import { RaftGroup, type NodeEnv } from '@quorumq/server/core';
+import { GroupTicker, NODE_BEAT_GROUP, PeerLiveness, RaftGroup, beatMessage, type NodeEnv } from '@quorumq/server/core';
 import type { ConfChange, Message, NodeId, PlantedBug, Random } from '@quorumq/raft';
 import { NodeStorage } from '@quorumq/storage';
 import type { KvStore, WalFs } from '@quorumq/storage';
@@ -6,6 +6,11 @@ import type { SafetyChecker } from './checker.js';
 import { ProposalLog } from './machine.js';
 import type { Scheduler } from './scheduler.js';
 import { simEnv } from './sim-env.js';
+
+const ELECTION_TICKS = 10;
+
+/** Driver bugs the simulator plants besides the core's (see SimBug). */
+export type PlantedDriverBug = 'ignorePeerSilence';
 
 /** A Raft message of one group, as it travels between simulated nodes. */
 export interface GroupMessage {
@@ -15,6 +20,10 @@ export interface GroupMessage {
 
 export interface SimNodeContext {
   readonly scheduler: Scheduler;
+  /** Every node of the cluster (this one's peers, which it watches: see PeerLiveness). */
+  readonly nodeIds: readonly NodeId[];
+  /** This node's tick interval: an election timeout of silence makes a peer silent. */
+  readonly tickMs: number;
   readonly groupIds: readonly string[];
   readonly checkerOf: (groupId: string) => SafetyChecker;
   readonly send: (envelope: GroupMessage) => void;
@@ -25,6 +34,8 @@ export interface SimNodeContext {
   readonly raftBugs: ReadonlySet<PlantedBug>;
   /** Planted driver bug: send a Ready's messages (acks, votes) before its data is durable. */
   readonly ackBeforeFsync: boolean;
+  /** Planted: a node that never wakes its quiet groups for a silent peer (their followers never notice a dead leader). */
+  readonly planted: ReadonlySet<PlantedDriverBug>;
   /** The voters a group starts with; other nodes host an empty replica until they are added. */
   readonly initialVoters: readonly NodeId[];
   /**
@@ -46,11 +57,21 @@ export interface SimNodeContext {
  */
 export class SimNode {
   private stopped = false;
+  /** As a broker node: only groups with work are ticked, and silent peers wake quiet groups. */
+  readonly groupTicks = new GroupTicker();
+  private readonly liveness: PeerLiveness;
 
   private constructor(
     readonly id: NodeId,
     readonly replicas: ReadonlyMap<string, GroupReplica>,
-  ) {}
+    private readonly context: SimNodeContext,
+  ) {
+    this.liveness = new PeerLiveness(
+      context.nodeIds.filter((peer) => peer !== id),
+      ELECTION_TICKS * context.tickMs,
+      context.scheduler.now,
+    );
+  }
 
   static async start(id: NodeId, random: Random, fs: WalFs, kv: KvStore, context: SimNodeContext): Promise<SimNode> {
     const storage = await NodeStorage.open({
@@ -63,9 +84,9 @@ export class SimNode {
       logger: { warn: () => {} },
     });
     const replicas = new Map<string, GroupReplica>();
-    const node = new SimNode(id, replicas);
+    const node = new SimNode(id, replicas, context);
     const env = simEnv(context.scheduler, id, random, () => !node.stopped);
-    for (const groupId of context.groupIds) replicas.set(groupId, new GroupReplica(id, groupId, env, storage, context));
+    for (const groupId of context.groupIds) replicas.set(groupId, new GroupReplica(id, groupId, env, storage, context, node.groupTicks));
     return node;
   }
 
@@ -85,11 +106,22 @@ export class SimNode {
     for (const replica of this.replicas.values()) replica.group.stop('crashed');
   }
 
+  /** As BrokerNode.tick: a beat to every peer, silent peers wake quiet groups, active groups tick. */
   tick(): void {
-    for (const replica of this.replicas.values()) replica.group.tick();
+    const now = this.context.scheduler.now;
+    for (const peer of this.context.nodeIds) {
+      if (peer !== this.id) this.context.send({ groupId: NODE_BEAT_GROUP, message: beatMessage(this.id, peer) });
+    }
+    for (const peer of this.liveness.check(now)) {
+      if (this.context.planted.has('ignorePeerSilence')) continue;
+      for (const replica of this.replicas.values()) replica.group.peerSilent(peer);
+    }
+    this.groupTicks.tick(now);
   }
 
   receive(envelope: GroupMessage): void {
+    this.liveness.heard(envelope.message.from, this.context.scheduler.now);
+    if (envelope.groupId === NODE_BEAT_GROUP) return;
     this.replicas.get(envelope.groupId)?.group.receive(envelope.message);
   }
 }
@@ -105,6 +137,7 @@ export class GroupReplica {
     env: NodeEnv,
     storage: NodeStorage,
     private readonly context: SimNodeContext,
+    ticker: GroupTicker,
   ) {
     const checker = context.checkerOf(groupId);
     const machine = this.machine;
@@ -129,8 +162,9 @@ export class GroupReplica {
       },
       knownMember: (from) => context.knownMember(groupId, from),
       onFatal: (error) => context.onFailure(error),
-      electionTicks: 10,
+      electionTicks: ELECTION_TICKS,
       heartbeatTicks: 1,
+      ticker,
       tuning: {
         appendEntriesMax: context.appendEntriesMax,
         inflightAppendsMax: context.inflightAppendsMax,

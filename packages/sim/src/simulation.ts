@@ -12,13 +12,14 @@ import type { GroupMessage, GroupReplica } from './sim-node.js';
 import { GroupWorkload } from './workload.js';
 
 /** Bugs that can be planted to prove the checkers catch them. */
-export type SimBug = PlantedBug | 'ackBeforeFsync';
+export type SimBug = PlantedBug | 'ackBeforeFsync' | 'ignorePeerSilence';
 export const SIM_BUGS: readonly SimBug[] = [
   'commitPreviousTermByCount',
   'forgetVoteOnRestart',
   'voteWithoutLogCheck',
   'readIndexWithoutQuorum',
   'ackBeforeFsync',
+  'ignorePeerSilence',
 ];
 
 export interface SimOptions {
@@ -74,6 +75,10 @@ interface FaultProfile {
 }
 
 const TICK_MS = 10;
+/** Simulated time for converged, idle groups to go quiet on every replica. */
+const QUIET_WITHIN_MS = 1_000;
+/** Simulated time for quiet groups to elect and commit after their leader's node crashed. */
+const FAILOVER_WITHIN_MS = 2_000;
 const SETTLE_ROUNDS = 6;
 /** A healthy seed takes tens of thousands of events; a message storm must not hang the run. */
 const EVENTS_MAX = 2_000_000;
@@ -163,8 +168,11 @@ export class Simulation {
     for (const workload of this.workloads.values()) workload.start(faultPhaseMs);
     this.scheduleFaults(faultPhaseMs);
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
-    const deadline = faultPhaseMs + livenessPhaseMs;
-    let converged = false;
+    let deadline = faultPhaseMs + livenessPhaseMs;
+    // After the heal: converge, then every idle group goes quiet, then a leader's node dies
+    // while they are quiet and every group must elect and commit again (node-level failure
+    // detection is all that can wake a quiet follower).
+    let phase: 'faults' | 'quiet' | 'failover' | 'done' = 'faults';
     while (this.outcome.failure === null) {
       const event = this.scheduler.pop();
       if (event === undefined || event.time > deadline) break;
@@ -176,12 +184,20 @@ export class Simulation {
       event.run();
       await settle();
       if (this.outcome.failure === null) this.checkAfterStep();
-      if (this.healed && this.outcome.failure === null && this.events % 16 === 0 && this.hasConverged()) {
-        converged = true;
+      if (!this.healed || this.outcome.failure !== null || this.events % 16 !== 0) continue;
+      if (phase === 'faults' && this.hasConverged()) {
+        phase = 'quiet';
+        deadline = this.scheduler.now + QUIET_WITHIN_MS;
+      } else if (phase === 'quiet' && this.allQuiet()) {
+        this.crashQuietLeader();
+        phase = 'failover';
+        deadline = this.scheduler.now + FAILOVER_WITHIN_MS;
+      } else if (phase === 'failover' && this.hasFailedOver()) {
+        phase = 'done';
         break;
       }
     }
-    if (this.outcome.failure === null && !converged) this.outcome.failure = this.livenessFailure(livenessPhaseMs);
+    if (this.outcome.failure === null && phase !== 'done') this.outcome.failure = this.livenessFailure(phase, livenessPhaseMs);
     if (this.outcome.failure === null) this.outcome.guard(() => this.workloads.forEach((workload) => workload.checkNothingAcknowledgedLost()));
     return this.result();
   }
@@ -192,6 +208,8 @@ export class Simulation {
     this.nodes.set(id, 'starting');
     const context = {
       scheduler: this.scheduler,
+      nodeIds: this.ids,
+      tickMs: this.profile.tickMs.get(id) ?? TICK_MS,
       groupIds: [...this.workloads.keys()],
       checkerOf: (groupId: string) => this.workload(groupId).checker,
       send: (envelope: GroupMessage) => this.network.send(envelope),
@@ -199,8 +217,9 @@ export class Simulation {
       onRead: (groupId: string, node: NodeId, requestId: string, applied: readonly string[]) =>
         this.outcome.guard(() => this.workload(groupId).onRead(node, requestId, applied)),
       onFailure: (error: unknown) => this.outcome.fail(error),
-      raftBugs: new Set([...this.bugs].filter((bug): bug is PlantedBug => bug !== 'ackBeforeFsync')),
+      raftBugs: new Set([...this.bugs].filter((bug): bug is PlantedBug => bug !== 'ackBeforeFsync' && bug !== 'ignorePeerSilence')),
       ackBeforeFsync: this.bugs.has('ackBeforeFsync'),
+      planted: new Set(this.bugs.has('ignorePeerSilence') ? (['ignorePeerSilence'] as const) : []),
       initialVoters: this.initialVoters,
       knownMember: (groupId: string, nodeId: NodeId) => this.directory(groupId).has(nodeId),
       snapshotInterval: 40,
@@ -399,9 +418,44 @@ export class Simulation {
     return true;
   }
 
-  private livenessFailure(livenessPhaseMs: number): SafetyViolation {
-    const states = [...this.workloads.values()].map((workload) => workload.describeState());
-    return new SafetyViolation('Liveness', `cluster did not converge within ${livenessPhaseMs} ms of healing: ${states.join('; ')}`);
+  /** Every live replica of every group is quiet (RaftNode.isQuiet). */
+  private allQuiet(): boolean {
+    for (const workload of this.workloads.values()) {
+      // A node removed from the group may still campaign on its own: its messages are refused.
+      for (const id of workload.members()) {
+        const replica = this.replica(id, workload.groupId);
+        if (replica !== null && !replica.raft.isQuiet) return false;
+      }
+    }
+    return true;
+  }
+
+  /** Crashes, for good, the node leading the first group, and proposes once to every group. */
+  private crashQuietLeader(): void {
+    const first = [...this.workloads.values()][0]!;
+    const leader = first.leaders()[0];
+    if (leader === undefined) return;
+    this.traceLine(`quiet failover: crash ${leader}`);
+    this.crash(leader);
+    for (const workload of this.workloads.values()) workload.proposeOnce();
+  }
+
+  /** Every group has one leader again and has committed the proposal made after the crash. */
+  private hasFailedOver(): boolean {
+    for (const workload of this.workloads.values()) if (!workload.hasConvergedOnLive()) return false;
+    return true;
+  }
+
+  private livenessFailure(phase: 'faults' | 'quiet' | 'failover', livenessPhaseMs: number): SafetyViolation {
+    const states = [...this.workloads.values()].map((workload) => workload.describeState()).join('; ');
+    switch (phase) {
+      case 'faults':
+        return new SafetyViolation('Liveness', `cluster did not converge within ${livenessPhaseMs} ms of healing: ${states}`);
+      case 'quiet':
+        return new SafetyViolation('Liveness', `idle groups did not all go quiet within ${QUIET_WITHIN_MS} ms of converging: ${states}`);
+      case 'failover':
+        return new SafetyViolation('Liveness', `quiet groups did not elect and commit within ${FAILOVER_WITHIN_MS} ms of their leader's node crashing: ${states}`);
+    }
   }
 
   private traceLine(line: string): void {

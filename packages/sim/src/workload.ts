@@ -100,6 +100,13 @@ export class GroupWorkload {
     });
   }
 
+  /** One more proposal, submitted now and retried like the others until acknowledged. */
+  proposeOnce(): void {
+    const proposalId = `${this.groupId}:p${this.nextProposal++}`;
+    this.pending.set(proposalId, { submittedAt: -Infinity, term: -1, leader: null });
+    this.submit(proposalId);
+  }
+
   leaders(): NodeId[] {
     return this.nodeIds.filter((id) => this.replicaOn(id)?.raft.currentRole === 'leader');
   }
@@ -149,8 +156,20 @@ export class GroupWorkload {
     });
   }
 
+  /** One leader, nothing pending, and every member that runs has applied all of the leader's log (some may be down). */
+  hasConvergedOnLive(): boolean {
+    if (this.pending.size > 0) return false;
+    const leaders = this.leaders();
+    if (leaders.length !== 1) return false;
+    const status = this.replicaOn(leaders[0]!)!.raft.status();
+    return status.config.voters.every((id) => {
+      const replica = this.replicaOn(id);
+      return replica === null || (replica.machineIndex === status.commitIndex && replica.raft.lastIndex === status.commitIndex);
+    });
+  }
+
   /** The members of the group, as its leader (or, without one, any replica) sees them. */
-  private members(): readonly NodeId[] {
+  members(): readonly NodeId[] {
     const leader = this.leaders()[0];
     const source = leader === undefined ? null : this.replicaOn(leader);
     if (source === null) return this.nodeIds;

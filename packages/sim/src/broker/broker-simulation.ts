@@ -251,7 +251,7 @@ export class BrokerSimulation implements SimCluster {
           env,
           storage,
           messageStore,
-          link: new SimPeerLink(id, this, alive),
+          link: new SimPeerLink(id, this, alive, NODES),
           logger: pino({ level: 'silent' }),
           metrics: new NodeMetrics(100, false),
           onFatal: (error) => this.outcome.fail(error),

@@ -1,4 +1,4 @@
-import { BrokerError, ForwardError, Status, type BrokerNode, type PeerLink } from '@quorumq/server/core';
+import { BrokerError, ForwardError, NODE_BEAT_GROUP, Status, beatMessage, type BrokerNode, type PeerLink } from '@quorumq/server/core';
 import type { Message, NodeId, Random } from '@quorumq/raft';
 
 import { chance, type NetworkFaults, type SimNetwork } from '../network.js';
@@ -35,6 +35,7 @@ export class SimPeerLink implements PeerLink {
     private readonly self: NodeId,
     private readonly cluster: SimCluster,
     private readonly alive: () => boolean,
+    private readonly peers: readonly NodeId[],
   ) {}
 
   send(groupId: string, messages: readonly Message[]): void {
@@ -89,6 +90,12 @@ export class SimPeerLink implements PeerLink {
   }
 
   keepAlive(): void {}
+
+  /** A beat per peer, as a message on the network (lost, delayed or cut like any other). */
+  beat(): void {
+    if (!this.alive()) return;
+    for (const peer of this.peers) if (peer !== this.self) this.cluster.network.send({ groupId: NODE_BEAT_GROUP, message: beatMessage(this.self, peer) });
+  }
 
   close(): void {}
 }
