@@ -18,6 +18,8 @@ export class Progress {
   probeSent = false;
   /** In replicate state: the last index of each append in flight, oldest first. */
   private readonly inflight: number[] = [];
+  /** The commit index last sent to the follower in an append. */
+  commitSent = 0;
   /** Set by any message from the follower; check-quorum clears it every election timeout. */
   recentActive = false;
   /** The snapshot being sent, and the next byte to send / the bytes acknowledged. */

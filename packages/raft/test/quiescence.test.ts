@@ -174,3 +174,24 @@ describe('quiescence', () => {
     }
   });
 });
+
+describe('campaign now', () => {
+  test('the preferred leader of a brand-new group wins at once, with a vote and no pre-vote', () => {
+    const c = new TestCluster(IDS, { quiesce: true });
+    c.raft('b').campaign();
+    c.stabilize();
+    expect(c.leader()).toBe('b');
+    expect(c.raft('b').status().term).toBe(1);
+    expect(c.delivered.filter((m) => m.type === 'preVote')).toEqual([]);
+    c.assertSafe();
+  });
+
+  test('once a group had a term, campaigning now is a pre-vote that a follower with a live leader refuses', () => {
+    const c = quietGroup();
+    c.raft('b').campaign();
+    c.stabilize();
+    expect(c.leader()).toBe('a');
+    expect(c.raft('a').status().term).toBe(1);
+    c.assertSafe();
+  });
+});

@@ -79,7 +79,8 @@ export class MetaMachine implements GroupMachine<MetaReply> {
    */
   appliedIndex = 0;
 
-  constructor(private readonly onChange: () => void) {}
+  /** `onChange(name)`: queue `name` was declared or deleted; `onChange(null)`: any may have changed (restore). */
+  constructor(private readonly onChange: (queue: string | null) => void) {}
 
   /**
    * Applies one committed entry. An entry it cannot apply (not JSON, an unknown type, a
@@ -91,7 +92,8 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     const parsed = decodeMetaCommand(entry.data);
     if (!parsed.ok) return { ...malformedCommand(parsed.problem), index: entry.index };
     const reply = this.applyCommand(parsed.command, entry.index);
-    if (reply.ok && reply.changed) this.onChange();
+    // Only a queue's declare or delete concerns its replicas (bindings and exchanges do not).
+    if (reply.ok && reply.changed && (parsed.command.type === 'declareQueue' || parsed.command.type === 'deleteQueue')) this.onChange(parsed.command.name);
     return { ...reply, index: entry.index };
   }
 
@@ -110,7 +112,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     this.queues.clear();
     for (const q of snapshot.queues) this.queues.set(q.name, q);
     this.appliedIndex = typeof snapshot.appliedIndex === 'number' && Number.isSafeInteger(snapshot.appliedIndex) ? snapshot.appliedIndex : 0;
-    this.onChange();
+    this.onChange(null);
   }
 
   private applyCommand(command: MetaCommand, index: number): MetaReply {

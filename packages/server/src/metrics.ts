@@ -128,6 +128,19 @@ export class NodeMetrics {
   readonly walFlushes = new Counter({ name: 'quorumq_wal_flushes_total', help: 'WAL flushes (one durable write each, for every group on the node)', registers: [this.registry] });
   readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
   readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
+  /** The number of groups ticked now (see observeGroups). */
+  private activeGroups: () => { active: number; all: number } = () => ({ active: 0, all: 0 });
+  readonly raftGroups: Gauge<'state'> = new Gauge({
+    name: 'quorumq_raft_groups',
+    help: "This node's Raft group replicas: all of them, and the active ones (ticked because they have work; the rest are quiet)",
+    labelNames: ['state'],
+    registers: [this.registry],
+    collect: () => {
+      const { active, all } = this.activeGroups();
+      this.raftGroups.set({ state: 'all' }, all);
+      this.raftGroups.set({ state: 'active' }, active);
+    },
+  });
   readonly peersSilent = new Counter({
     name: 'quorumq_peers_silent_total',
     help: 'Times a peer sent nothing (not even a beat) for an election timeout, waking the quiet groups concerned',
@@ -179,6 +192,11 @@ export class NodeMetrics {
   /** Where the queue gauges read, at each scrape, the queues this node leads. */
   observeQueues(ledQueues: () => Iterable<QueueMessageCounts>): void {
     this.ledQueues = ledQueues;
+  }
+
+  /** Where the group gauges read, at each scrape. */
+  observeGroups(counts: () => { active: number; all: number }): void {
+    this.activeGroups = counts;
   }
 
   /** Where the message store gauges read, at each scrape. */

@@ -31,6 +31,7 @@ import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
 import { MoveWorker, type MoveTestOnlyBugs } from './move-worker.js';
+import { EarlyMessages } from './early-messages.js';
 import { GroupTicker } from './group-ticker.js';
 import { every, sleep, systemEnv, type NodeEnv, type Timer } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
@@ -103,6 +104,8 @@ export class BrokerNode {
   /** Which peers went silent (quiet groups send no heartbeats of their own). */
   private readonly liveness: PeerLiveness;
   private ticks = 0;
+  /** Messages for queue groups this node will create once it applies their declare. */
+  private readonly early: EarlyMessages;
   private diskTimer: Timer | null = null;
   private metricsServer: HttpServer | null = null;
   private stopping = false;
@@ -129,7 +132,8 @@ export class BrokerNode {
       env.now(),
     );
 
-    this.meta = new MetaMachine(() => this.queues.reconcileSoon());
+    this.meta = new MetaMachine((name) => this.queues.reconcileSoon(name));
+    this.early = new EarlyMessages(2 * config.electionTicks * config.tickMs);
     this.queues = new QueueReplicas({
       env,
       nodeId: config.nodeId,
@@ -146,6 +150,9 @@ export class BrokerNode {
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
       ticker: this.groupTicks,
+      onGroupCreated: (group) => {
+        for (const envelope of this.early.take(group.groupId)) this.receive(envelope);
+      },
       groupSetup,
       fatal,
       isStopping,
@@ -165,6 +172,8 @@ export class BrokerNode {
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
       ticker: this.groupTicks,
+      // Every node acts on the metadata it applies (a declare starts the queue's replicas).
+      announceCommit: true,
       ...groupSetup(META_GROUP),
     });
     this.router = new ProposalRouter({
@@ -217,6 +226,7 @@ export class BrokerNode {
     this.queues.wire({ router: this.router, effects, duties });
     metrics.observeQueues(() => this.ledQueueCounts());
     metrics.observeMessageStore(() => messageStore.stats());
+    metrics.observeGroups(() => ({ active: this.groupTicks.activeCount, all: this.queues.size + 1 }));
   }
 
   /** A node on the given parts, running: its groups tick on the env's clock. */
@@ -303,6 +313,7 @@ export class BrokerNode {
     this.ticks += 1;
     if (this.ticks % this.config.heartbeatTicks === 0) this.link.beat();
     for (const peer of this.liveness.check(now)) this.onPeerSilent(peer);
+    this.early.expire(now);
     this.groupTicks.tick(now);
   }
 
@@ -337,10 +348,14 @@ export class BrokerNode {
     this.heardFrom(message.from);
     // A beat (the simulator's; a real peer's is an empty batch) only says the peer is alive.
     if (envelope.groupId === NODE_BEAT_GROUP) return;
-    // A message for a queue this node does not know yet (its declare is not applied here
-    // yet) is dropped: Raft sends again.
     const group = this.groupById(envelope.groupId);
-    if (group !== null && !group.receive(message)) this.refuseMessage('not_a_member', envelope);
+    if (group === null) {
+      // A queue this node does not know yet (its declare is not applied here yet): held
+      // until the replica starts (EarlyMessages). Of a deleted queue: dropped.
+      if (createdAfter(envelope.groupId, this.meta.appliedIndex)) this.early.hold(envelope, this.env.now());
+      return;
+    }
+    if (!group.receive(message)) this.refuseMessage('not_a_member', envelope);
   }
 
   /** Counts and (rate-limited) logs a Raft message dropped unstepped. */
@@ -453,4 +468,11 @@ export class BrokerNode {
     await this.storage.close();
     await this.messageStore.close();
   }
+}
+
+/** Whether `groupId` names a queue group created by a metadata entry after `appliedIndex` ("q/<index>/<name>"). */
+function createdAfter(groupId: string, appliedIndex: number): boolean {
+  if (!groupId.startsWith('q/')) return false;
+  const index = Number(groupId.slice(2, groupId.indexOf('/', 2)));
+  return Number.isSafeInteger(index) && index > appliedIndex;
 }

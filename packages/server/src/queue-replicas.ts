@@ -45,6 +45,8 @@ export interface QueueReplicasParts {
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
   readonly ticker?: GroupTicker;
+  /** A replica's group was just created (the node steps what it held for it: EarlyMessages). */
+  readonly onGroupCreated?: (group: RaftGroup<QueueApplyResult>) => void;
   groupSetup(groupId: string): GroupSetup;
   fatal(error: unknown): void;
   isStopping(): boolean;
@@ -60,6 +62,9 @@ export interface ReplicaWiring {
 export class QueueReplicas {
   private readonly queues = new Map<string, LocalQueue>();
   private reconcileScheduled = false;
+  /** Queues whose definition changed since the last reconcile (see reconcileSoon). */
+  private readonly changed = new Set<string>();
+  private reconcileAll = false;
   private wiring: ReplicaWiring | null = null;
   /**
    * Queue groups found in storage at the start that no replica has claimed yet. One whose
@@ -98,31 +103,48 @@ export class QueueReplicas {
     return queue.group;
   }
 
-  /** The metadata changed: reconcile at the end of this microtask batch (once for many changes). */
-  reconcileSoon(): void {
+  /**
+   * The metadata changed `name`'s definition (null: anything, after a snapshot was restored):
+   * reconcile at the end of this microtask batch, once for many changes, and only the queues
+   * named, so a declare costs the same however many queues exist.
+   */
+  reconcileSoon(name: string | null = null): void {
+    if (name === null) this.reconcileAll = true;
+    else this.changed.add(name);
     if (this.reconcileScheduled) return;
     this.reconcileScheduled = true;
     queueMicrotask(() => {
       this.reconcileScheduled = false;
-      this.reconcile();
+      if (this.reconcileAll) {
+        this.reconcileAll = false;
+        this.changed.clear();
+        this.reconcile();
+        return;
+      }
+      const names = [...this.changed];
+      this.changed.clear();
+      if (this.parts.isStopping()) return;
+      for (const changed of names) this.reconcileQueue(changed);
+      if (this.unclaimed.size > 0) this.removeDeadGroups();
     });
   }
 
   reconcile(): void {
     if (this.parts.isStopping()) return;
-    const { meta, nodeId } = this.parts;
-    for (const definition of meta.queues.values()) {
-      if (!definition.members.includes(nodeId)) continue;
-      const existing = this.queues.get(definition.name);
-      if (existing !== undefined && existing.definition.createdIndex === definition.createdIndex) continue;
-      if (existing !== undefined) this.drop(existing, 'the queue was re-created');
-      this.create(definition);
-    }
-    for (const queue of [...this.queues.values()]) {
-      const current = meta.queues.get(queue.definition.name);
-      if (current === undefined || current.createdIndex !== queue.definition.createdIndex) this.drop(queue, 'the queue was deleted');
-    }
+    const names = new Set<string>([...this.parts.meta.queues.keys(), ...this.queues.keys()]);
+    for (const name of names) this.reconcileQueue(name);
     if (this.unclaimed.size > 0) this.removeDeadGroups();
+  }
+
+  /** Makes this node's replica of `name` match the metadata: create, re-create or drop it. */
+  private reconcileQueue(name: string): void {
+    const { meta, nodeId } = this.parts;
+    const definition = meta.queues.get(name);
+    const existing = this.queues.get(name);
+    const wanted = definition !== undefined && definition.members.includes(nodeId) ? definition : undefined;
+    if (existing !== undefined && existing.definition.createdIndex === wanted?.createdIndex) return;
+    if (existing !== undefined) this.drop(existing, wanted === undefined ? 'the queue was deleted' : 'the queue was re-created');
+    if (wanted !== undefined) this.create(wanted);
   }
 
   /**
@@ -198,6 +220,10 @@ export class QueueReplicas {
     });
     local = { definition, replica, group, batcher: wiring.router.batcherFor(definition, group) };
     this.queues.set(definition.name, local);
+    // A new queue's preferred leader (its first member: placement spreads them) elects itself
+    // at once: every replica was just created, none waits for a leader it had.
+    if (group.isBrandNew && definition.members[0] === parts.nodeId) group.campaign();
+    parts.onGroupCreated?.(group);
     parts.logger.info({ queue: definition.name, members: definition.members }, 'queue replica started');
   }
 

@@ -122,6 +122,8 @@ export interface RaftGroupOptions<R> {
    * Without one the group never goes quiet and its owner ticks it.
    */
   readonly ticker?: GroupTicker;
+  /** See RaftOptions.announceCommit (the metadata group). */
+  readonly announceCommit?: boolean;
   readonly tuning?: RaftTuning;
   readonly observer?: GroupObserver;
   readonly testOnlyBugs?: GroupTestOnlyBugs;
@@ -180,6 +182,7 @@ export class RaftGroup<R> {
         electionTicks: options.electionTicks,
         heartbeatTicks: options.heartbeatTicks,
         quiesce: options.ticker !== undefined,
+        announceCommit: options.announceCommit === true,
         ...TUNING,
         ...options.tuning,
         ...(options.testOnlyBugs?.raft !== undefined ? { testOnlyBugs: options.testOnlyBugs.raft } : {}),
@@ -302,6 +305,16 @@ export class RaftGroup<R> {
     return new Promise<R>((resolve, reject) => {
       this.pending.set(result.index, { term: result.term, deadline, what, resolve, reject });
     });
+  }
+
+  /** Starts an election now (see RaftNode.campaign): the preferred leader of a brand-new group. */
+  campaign(): void {
+    this.guard(() => this.raft.campaign());
+  }
+
+  /** Whether the group has no state yet: no term, no entry, no snapshot (it was just created). */
+  get isBrandNew(): boolean {
+    return this.raft.currentTerm === 0 && this.raft.lastIndex === 0;
   }
 
   proposeConfChange(change: ConfChange): boolean {
