@@ -8,7 +8,7 @@
  * - how the queues' leaders spread over the nodes;
  * - the rate of publishing one message to every queue (64 at a time);
  * - after kill -9 of the node leading the most queues: the time until every queue has a
- *   leader again and has accepted a publish, then the rate of one publish to every queue.
+ *   live leader (as a survivor sees it), then the rate of one publish to every queue.
  */
 import { LocalCluster } from '@quorumq/cli';
 import { connect, type QuorumqClient } from '@quorumq/client';
@@ -114,24 +114,33 @@ async function main(): Promise<void> {
 
     // kill -9 the node that leads the most queues; every queue must elect and serve again.
     const victim = [...led.entries()].sort((a, b) => b[1] - a[1])[0]![0];
+    const survivors = cluster.nodes.filter((n) => n.id !== victim).map((n) => n.address);
     await cluster.kill(victim);
     const killed = performance.now();
-    const pending = new Set(Array.from({ length: QUEUES }, (_, i) => i));
-    while (pending.size > 0 && performance.now() - killed < 120_000) {
-      const round = [...pending];
-      await pool(0, round.length, PUBLISHES_IN_FLIGHT, async (k) => {
-        const i = round[k]!;
-        try {
-          const result = await client.publish('', name(i), body);
-          if (result.outcome === 'confirmed' || result.outcome === 'duplicate') pending.delete(i);
-        } catch {
-          // no leader yet: tried again next round
-        }
-      });
+    const live = connect({ nodes: survivors });
+    let leaderless = QUEUES;
+    while (leaderless > 0 && performance.now() - killed < 60_000) {
+      await sleep(500);
+      try {
+        const now = await live.clusterStatus();
+        leaderless = Object.values(now.queues).filter((q) => q.leader === '' || q.leader === victim).length;
+      } catch {
+        // the survivors are busy electing: asked again
+      }
     }
-    const failover = (performance.now() - killed) / 1000;
-    report(`kill -9 of ${victim} (led ${led.get(victim)}) -> every queue publishable  ${failover.toFixed(1)} s${pending.size > 0 ? ` (${pending.size} still failing)` : ''}`);
-    report(`one publish to every queue after  ${(await publishToAll(client, body)).toFixed(0)} msg/s`);
+    const elected = (performance.now() - killed) / 1000;
+    report(`kill -9 of ${victim} (led ${led.get(victim)}) -> every queue has a live leader  ${leaderless === 0 ? `${elected.toFixed(1)} s` : `not within 60 s (${leaderless} without)`}`);
+    let failed = 0;
+    const rate = await pool(0, QUEUES, PUBLISHES_IN_FLIGHT, async (i) => {
+      try {
+        const result = await live.publish('', name(i), body);
+        if (result.outcome !== 'confirmed') failed += 1;
+      } catch {
+        failed += 1;
+      }
+    });
+    report(`one publish to every queue after  ${rate.toFixed(0)} msg/s${failed > 0 ? ` (${failed} failed)` : ''} (${((performance.now() - killed) / 1000).toFixed(1)} s after the kill)`);
+    await live.close();
   } finally {
     await client.close();
     await cluster.close();

@@ -319,6 +319,14 @@ export class RaftNode {
    * while this node is not a member itself: a learner being added knows no configuration
    * naming its leader until the leader's appends or snapshot bring one.
    */
+  /** Whether the voters `isLive` accepts (this node counts as live) still make a majority. */
+  quorumAlive(isLive: (id: NodeId) => boolean): boolean {
+    const config = this.log.latestConfig();
+    let live = 0;
+    for (const voter of config.voters) if (voter === this.id || isLive(voter)) live++;
+    return live >= quorumSize(config);
+  }
+
   /** Whether `id` is a member (voter or learner) of the latest configuration this node knows. */
   hasMember(id: NodeId): boolean {
     return isMember(this.log.latestConfig(), id);

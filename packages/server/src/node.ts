@@ -326,8 +326,9 @@ export class BrokerNode {
   private onPeerSilent(peer: NodeId): void {
     this.metrics.peersSilent.inc();
     this.logger.warn({ peer }, 'peer silent for an election timeout; waking the quiet groups it leads or belongs to');
-    this.metaGroup.peerSilent(peer);
-    for (const queue of this.queues.all()) queue.group.peerSilent(peer);
+    const isSilent = (id: NodeId): boolean => this.liveness.isSilent(id);
+    this.metaGroup.peerSilent(peer, isSilent);
+    for (const queue of this.queues.all()) queue.group.peerSilent(peer, isSilent);
   }
 
   /**

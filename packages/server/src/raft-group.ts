@@ -206,13 +206,17 @@ export class RaftGroup<R> {
   }
 
   /**
-   * The node found `peer` silent for an election timeout (PeerLiveness). A quiet replica
-   * whose leader it is wakes with its lease expired and elects another; a quiet leader with
-   * it as a member wakes and checks its quorum again. Others stay as they are.
+   * The node found `peer` silent for an election timeout (PeerLiveness; `isSilent` says which
+   * peers are). A quiet replica whose leader it is wakes with its lease expired and elects
+   * another. A quiet leader wakes (and checks its quorum, stepping down without one) only
+   * once the silent members leave it no majority: a leader that still has one has nothing to
+   * do, and waking every group a dead follower belonged to would load the survivors just as
+   * they elect new leaders for the dead node's groups. Others stay as they are.
    */
-  peerSilent(peer: NodeId): void {
+  peerSilent(peer: NodeId, isSilent: (id: NodeId) => boolean): void {
     if (this.stopped || !this.raft.isQuiet) return;
-    const concerned = this.raft.currentRole === 'leader' ? this.raft.hasMember(peer) : this.raft.currentLeaderId === peer;
+    const concerned =
+      this.raft.currentRole === 'leader' ? this.raft.hasMember(peer) && !this.raft.quorumAlive((id) => !isSilent(id)) : this.raft.currentLeaderId === peer;
     if (concerned) this.guard(() => this.raft.wake(peer));
   }
 

@@ -114,7 +114,7 @@ export class SimNode {
     }
     for (const peer of this.liveness.check(now)) {
       if (this.context.planted.has('ignorePeerSilence')) continue;
-      for (const replica of this.replicas.values()) replica.group.peerSilent(peer);
+      for (const replica of this.replicas.values()) replica.group.peerSilent(peer, (id) => this.liveness.isSilent(id));
     }
     this.groupTicks.tick(now);
   }
