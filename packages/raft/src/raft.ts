@@ -236,8 +236,8 @@ export class RaftNode {
   /**
    * Wakes a quiet replica (nothing happens to one that is not quiet). `memberSilent`: the
    * driver found a member's node silent for an election timeout. A follower whose leader is
-   * that node then takes its lease as expired: it grants votes and campaigns within one
-   * election timeout (randomized), as if it had missed the leader's heartbeats. A leader
+   * that node then forgets it, as `leaderLost(false)`: it grants votes at once and
+   * campaigns after a randomized election timeout. A leader
    * goes back to heartbeating and checks its quorum afresh: one that hears from no majority
    * steps down within an election timeout (a partitioned quiet leader stops leading).
    */
@@ -257,15 +257,42 @@ export class RaftNode {
       return;
     }
     if (memberSilent !== null && memberSilent === this.leaderId) {
-      this.electionElapsed = this.options.electionTicks;
+      this.leaderLost(false);
       return;
     }
     this.electionElapsed = 0;
     // The leader is quiet and sends nothing: ask it to heartbeat again (a response that is
     // not quiet wakes it), or this follower would campaign against a healthy leader.
     if (askLeader && this.leaderId !== null && this.leaderId !== this.id) {
-      this.send({ type: 'heartbeatResp', from: this.id, to: this.leaderId, term: this.term, readSeq: 0, quiet: false });
+      this.send({ type: 'heartbeatResp', from: this.id, to: this.leaderId, term: this.term, readSeq: 0, wake: true });
     }
+  }
+
+  /**
+   * The driver found this follower's leader silent: its node sent nothing for an election
+   * timeout. The follower forgets that leader, so its lease is over (it grants votes at
+   * once), and wakes if it was quiet. `first`: the driver chose this replica to campaign
+   * first, the same choice on every live member (see RaftGroup.peerSilent). It campaigns
+   * after half an election timeout, time for the others to find the leader silent too and
+   * grant; the others campaign only after a whole randomized election timeout, should it
+   * fail. Without a first, the survivors of a dead node that led thousands of groups would
+   * all campaign at once in each of them and split their votes, over and over, on nodes too
+   * loaded for randomized timeouts to tell them apart. Nothing happens on a replica that
+   * is not a follower of a known leader.
+   */
+  leaderLost(first: boolean): void {
+    if (this.role !== 'follower' || this.leaderId === null) return;
+    this.quiet = false;
+    this.leaderId = null;
+    this.electionElapsed = 0;
+    this.randomizedElectionTicks = first
+      ? Math.ceil(this.options.electionTicks / 2)
+      : this.options.electionTicks + this.options.random.nextInt(this.options.electionTicks);
+  }
+
+  /** The voters of the latest configuration this node knows. */
+  get voters(): readonly NodeId[] {
+    return this.log.latestConfig().voters;
   }
 
   /**
@@ -311,14 +338,6 @@ export class RaftNode {
     }
   }
 
-  /**
-   * Whether a message from `from` belongs to this group, for a driver to drop one that does
-   * not before stepping it (a peer of the node that is no replica of this group, or one
-   * spoofing another's id). True when `from` is a member of a configuration this node's log
-   * holds (the one in force, the one a pending change leaves, the snapshot's), and always
-   * while this node is not a member itself: a learner being added knows no configuration
-   * naming its leader until the leader's appends or snapshot bring one.
-   */
   /** Whether the voters `isLive` accepts (this node counts as live) still make a majority. */
   quorumAlive(isLive: (id: NodeId) => boolean): boolean {
     const config = this.log.latestConfig();
@@ -332,6 +351,14 @@ export class RaftNode {
     return isMember(this.log.latestConfig(), id);
   }
 
+  /**
+   * Whether a message from `from` belongs to this group, for a driver to drop one that does
+   * not before stepping it (a peer of the node that is no replica of this group, or one
+   * spoofing another's id). True when `from` is a member of a configuration this node's log
+   * holds (the one in force, the one a pending change leaves, the snapshot's), and always
+   * while this node is not a member itself: a learner being added knows no configuration
+   * naming its leader until the leader's appends or snapshot bring one.
+   */
   acceptsMessageFrom(from: NodeId): boolean {
     if (!isMember(this.log.latestConfig(), this.id)) return true;
     return from !== this.id && this.log.namesMember(from);
@@ -924,10 +951,12 @@ export class RaftNode {
   private handleHeartbeat(message: HeartbeatMessage): void {
     // The leader sends min(match, commit), so everything up to it matches the leader's log.
     this.log.commitTo(Math.min(message.commit, this.log.lastIndex()));
-    // Quiet only holding all the leader committed: a follower missing some answers `quiet:
-    // false`, which keeps the leader awake to send them.
+    // Quiet only holding all the leader committed: a follower missing some (or not letting
+    // its groups go quiet) answers the quiesce heartbeat with `wake`, which wakes the leader
+    // to send them.
     if (message.quiesce && this.options.quiesce && this.log.committed >= message.commit) this.quiet = true;
-    this.send({ type: 'heartbeatResp', from: this.id, to: message.from, term: this.term, readSeq: message.readSeq, quiet: this.quiet });
+    const wake = message.quiesce && !this.quiet;
+    this.send({ type: 'heartbeatResp', from: this.id, to: message.from, term: this.term, readSeq: message.readSeq, wake });
   }
 
   private handleSnapshotChunk(message: SnapshotChunkMessage): void {
@@ -1284,9 +1313,14 @@ export class RaftNode {
   }
 }
 
-/** The messages a quiet replica takes without waking: the quiesce heartbeat and a quiet follower's answer. */
+/**
+ * The messages a quiet replica takes without waking: the quiesce heartbeat, and heartbeat
+ * answers that do not ask to `wake` (a quiet follower's, or one to a heartbeat sent before
+ * the leader went quiet: on a loaded node those arrive after it, and waking on them would
+ * start heartbeats that draw more late answers, keeping every group awake for good).
+ */
 function keepsQuiet(message: Message): boolean {
-  return (message.type === 'heartbeat' && message.quiesce) || (message.type === 'heartbeatResp' && message.quiet);
+  return (message.type === 'heartbeat' && message.quiesce) || (message.type === 'heartbeatResp' && !message.wake);
 }
 
 function sameHardState(a: HardState, b: HardState): boolean {

@@ -114,10 +114,12 @@ export interface HeartbeatResponse extends Envelope {
   readonly type: 'heartbeatResp';
   readonly readSeq: number;
   /**
-   * The follower is quiet. A quiet leader stays quiet on such a response; any other
-   * heartbeat response wakes it (a follower that woke asks its leader to go on heartbeating).
+   * The follower asks a quiet leader to heartbeat again: it woke (and must not campaign
+   * against a healthy leader), or it answers a quiesce heartbeat without going quiet. A quiet
+   * leader stays quiet on any other answer: it answers a heartbeat sent before the leader
+   * went quiet, and the quiesce heartbeat that follows it on the same link is answered too.
    */
-  readonly quiet: boolean;
+  readonly wake: boolean;
 }
 export interface SnapshotChunkMessage extends Envelope {
   readonly type: 'snapshot';

@@ -19,7 +19,7 @@ describe('a leader writes in parallel with its followers (dissertation 10.2.1)',
       { ...base, type: 'voteResp', reject: false },
       { ...base, type: 'preVoteResp', reject: false },
       { ...base, type: 'appendResp', reject: false, index: 1, hintIndex: 0, hintTerm: 0 },
-      { ...base, type: 'heartbeatResp', readSeq: 0, quiet: false },
+      { ...base, type: 'heartbeatResp', readSeq: 0, wake: false },
       { ...base, type: 'snapshotResp', snapshotIndex: 1, nextOffset: 0, reject: false },
     ];
     expect(early.map(sendableBeforePersist)).toEqual(early.map(() => true));

@@ -131,6 +131,9 @@ export class BrokerNode {
       config.electionTicks * config.tickMs,
       env.now(),
     );
+    const doubtLeader = (peer: NodeId): void => {
+      if (this.liveness.confirmSilent(peer, env.now())) this.onPeerSilent(peer, 'a member asks for votes against it');
+    };
 
     this.meta = new MetaMachine((name) => this.queues.reconcileSoon(name));
     this.early = new EarlyMessages(2 * config.electionTicks * config.tickMs);
@@ -150,6 +153,7 @@ export class BrokerNode {
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
       ticker: this.groupTicks,
+      doubtLeader,
       onGroupCreated: (group) => {
         for (const envelope of this.early.take(group.groupId)) this.receive(envelope);
       },
@@ -172,6 +176,7 @@ export class BrokerNode {
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
       ticker: this.groupTicks,
+      doubtLeader,
       // Every node acts on the metadata it applies (a declare starts the queue's replicas).
       announceCommit: true,
       ...groupSetup(META_GROUP),
@@ -312,7 +317,7 @@ export class BrokerNode {
     this.link.keepAlive();
     this.ticks += 1;
     if (this.ticks % this.config.heartbeatTicks === 0) this.link.beat();
-    for (const peer of this.liveness.check(now)) this.onPeerSilent(peer);
+    for (const peer of this.liveness.check(now)) this.onPeerSilent(peer, 'no batch for an election timeout');
     this.early.expire(now);
     this.groupTicks.tick(now);
   }
@@ -322,10 +327,10 @@ export class BrokerNode {
     this.liveness.heard(peer, this.env.now());
   }
 
-  /** No batch from `peer` for an election timeout: wake the quiet groups that must notice. */
-  private onPeerSilent(peer: NodeId): void {
+  /** No batch from `peer` for an election timeout: the groups it leads elect, the quiet groups that must notice wake. */
+  private onPeerSilent(peer: NodeId, why: string): void {
     this.metrics.peersSilent.inc();
-    this.logger.warn({ peer }, 'peer silent for an election timeout; waking the quiet groups it leads or belongs to');
+    this.logger.warn({ peer, why }, 'peer silent; the groups it leads elect another leader');
     const isSilent = (id: NodeId): boolean => this.liveness.isSilent(id);
     this.metaGroup.peerSilent(peer, isSilent);
     for (const queue of this.queues.all()) queue.group.peerSilent(peer, isSilent);

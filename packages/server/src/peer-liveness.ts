@@ -3,12 +3,15 @@
  * heartbeats, so the node watches its peers instead. Every node sends each peer a beat
  * (an empty batch on the peer stream) every group heartbeat interval, and any batch from a
  * peer counts as hearing from it. A peer not heard from for an election timeout is reported
- * silent once; the node then wakes the quiet groups that peer leads (they elect another
- * leader) and those this node leads with it as a member (they check their quorum again).
+ * silent once; the node then has the groups that peer leads elect another leader, and wakes
+ * the quiet groups this node leads with it as a member if it leaves them no majority.
  *
  * Time this node itself was stalled (its event loop blocked, the process paused) says
  * nothing about its peers: their beats wait unread in the socket. A check that comes late
- * restarts every peer's clock instead of reporting them all silent.
+ * (more than a quarter of the timeout after the last) does not count the lateness against
+ * any peer: a peer is silent after an election timeout of this node's running time without
+ * a batch. A node late on every check still finds a dead peer, later: each check counts at
+ * least a quarter of the timeout.
  */
 import type { Message, NodeId } from '@quorumq/raft';
 
@@ -23,10 +26,19 @@ export function beatMessage(from: NodeId, to: NodeId): Message {
   return { type: 'heartbeat', from, to, term: 0, commit: 0, readSeq: 0, quiesce: false };
 }
 
+interface Heard {
+  /** When the peer was last heard from. */
+  readonly at: number;
+  /** `stalledMs` then. */
+  readonly stalledMs: number;
+}
+
 export class PeerLiveness {
-  private readonly lastHeard = new Map<NodeId, number>();
+  private readonly lastHeard = new Map<NodeId, Heard>();
   private readonly silent = new Set<NodeId>();
   private lastCheck: number;
+  /** The lateness of all checks so far, not counted against the peers. */
+  private stalledMs = 0;
 
   constructor(
     peers: Iterable<NodeId>,
@@ -34,14 +46,14 @@ export class PeerLiveness {
     private readonly silentAfterMs: number,
     now: number,
   ) {
-    for (const peer of peers) this.lastHeard.set(peer, now);
+    for (const peer of peers) this.lastHeard.set(peer, { at: now, stalledMs: 0 });
     this.lastCheck = now;
   }
 
   /** A batch (or a beat) arrived from `peer`. */
   heard(peer: NodeId, now: number): void {
     if (!this.lastHeard.has(peer)) return;
-    this.lastHeard.set(peer, now);
+    this.lastHeard.set(peer, { at: now, stalledMs: this.stalledMs });
     this.silent.delete(peer);
   }
 
@@ -50,18 +62,27 @@ export class PeerLiveness {
     return this.silent.has(peer);
   }
 
+  /**
+   * A member of a group `peer` leads asks for votes: it found `peer` silent. Reports `peer`
+   * silent now (true, once) if nothing came from it for an election timeout, this node's
+   * stalls included; that member's own finding stands for the reading this node may not
+   * have done. A node loaded by the first survivor's elections would otherwise find a dead
+   * peer late, and its groups would not elect the leaders it was chosen for.
+   */
+  confirmSilent(peer: NodeId, now: number): boolean {
+    const heard = this.lastHeard.get(peer);
+    if (heard === undefined || this.silent.has(peer) || now - heard.at < this.silentAfterMs) return false;
+    this.silent.add(peer);
+    return true;
+  }
+
   /** The peers that went silent since the last check (called on every tick). */
   check(now: number): NodeId[] {
-    const gap = now - this.lastCheck;
+    this.stalledMs += Math.max(0, now - this.lastCheck - this.silentAfterMs / 4);
     this.lastCheck = now;
-    if (gap > this.silentAfterMs / 2) {
-      // This node was stalled: what it did not read says nothing of its peers.
-      for (const peer of this.lastHeard.keys()) if (!this.silent.has(peer)) this.lastHeard.set(peer, now);
-      return [];
-    }
     const found: NodeId[] = [];
-    for (const [peer, at] of this.lastHeard) {
-      if (this.silent.has(peer) || now - at < this.silentAfterMs) continue;
+    for (const [peer, heard] of this.lastHeard) {
+      if (this.silent.has(peer) || now - heard.at - (this.stalledMs - heard.stalledMs) < this.silentAfterMs) continue;
       this.silent.add(peer);
       found.push(peer);
     }

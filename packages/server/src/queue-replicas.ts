@@ -45,6 +45,8 @@ export interface QueueReplicasParts {
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
   readonly ticker?: GroupTicker;
+  /** See RaftGroupOptions.doubtLeader. */
+  readonly doubtLeader?: (leader: NodeId) => void;
   /** A replica's group was just created (the node steps what it held for it: EarlyMessages). */
   readonly onGroupCreated?: (group: RaftGroup<QueueApplyResult>) => void;
   groupSetup(groupId: string): GroupSetup;
@@ -216,6 +218,7 @@ export class QueueReplicas {
       electionTicks: parts.electionTicks,
       heartbeatTicks: parts.heartbeatTicks,
       ...(parts.ticker !== undefined ? { ticker: parts.ticker } : {}),
+      ...(parts.doubtLeader !== undefined ? { doubtLeader: parts.doubtLeader } : {}),
       ...parts.groupSetup(groupId),
     });
     local = { definition, replica, group, batcher: wiring.router.batcherFor(definition, group) };

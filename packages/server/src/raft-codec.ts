@@ -72,7 +72,7 @@ export function messageToWire(groupId: string, message: Message): pb.RaftMessage
     case 'heartbeat':
       return { ...envelope, heartbeat: { commit: message.commit, readSeq: message.readSeq, quiesce: message.quiesce } };
     case 'heartbeatResp':
-      return { ...envelope, heartbeatResponse: { readSeq: message.readSeq, quiet: message.quiet } };
+      return { ...envelope, heartbeatResponse: { readSeq: message.readSeq, wake: message.wake } };
     case 'snapshot':
       return {
         ...envelope,
@@ -162,7 +162,7 @@ function decodeBody(wire: pb.RaftMessage): GroupMessage | null {
     case 'heartbeat':
       return m({ ...envelope, type: 'heartbeat', commit: wire.heartbeat?.commit ?? 0, readSeq: wire.heartbeat?.readSeq ?? 0, quiesce: wire.heartbeat?.quiesce === true });
     case 'heartbeatResponse':
-      return m({ ...envelope, type: 'heartbeatResp', readSeq: wire.heartbeatResponse?.readSeq ?? 0, quiet: wire.heartbeatResponse?.quiet === true });
+      return m({ ...envelope, type: 'heartbeatResp', readSeq: wire.heartbeatResponse?.readSeq ?? 0, wake: wire.heartbeatResponse?.wake === true });
     case 'snapshot': {
       const s = wire.snapshot;
       return m({

@@ -122,6 +122,14 @@ export interface RaftGroupOptions<R> {
    * Without one the group never goes quiet and its owner ticks it.
    */
   readonly ticker?: GroupTicker;
+  /**
+   * With a ticker: another member asks this quiet follower for its vote against `leader`.
+   * A quiet follower counts no ticks, so its lease on its leader is the node's hearing of
+   * the leader's node: the node confirms the leader silent if it heard nothing from it for
+   * an election timeout (PeerLiveness.confirmSilent) and then calls `peerSilent` on every
+   * group, this one included (which then grants its vote).
+   */
+  readonly doubtLeader?: (leader: NodeId) => void;
   /** See RaftOptions.announceCommit (the metadata group). */
   readonly announceCommit?: boolean;
   readonly tuning?: RaftTuning;
@@ -207,17 +215,26 @@ export class RaftGroup<R> {
 
   /**
    * The node found `peer` silent for an election timeout (PeerLiveness; `isSilent` says which
-   * peers are). A quiet replica whose leader it is wakes with its lease expired and elects
-   * another. A quiet leader wakes (and checks its quorum, stepping down without one) only
-   * once the silent members leave it no majority: a leader that still has one has nothing to
-   * do, and waking every group a dead follower belonged to would load the survivors just as
-   * they elect new leaders for the dead node's groups. Others stay as they are.
+   * peers are). A quiet replica whose leader it is forgets that leader (RaftNode.leaderLost)
+   * and elects another (one that is not quiet counts its own ticks without the leader's
+   * heartbeats, as any Raft follower): one live member, chosen by a hash of the
+   * group's id (`firstCandidate`), campaigns first and the others grant it their votes, so
+   * the groups of a dead node elect at once without split votes, their new leaders spread
+   * over the survivors. A quiet leader wakes (and checks its quorum, stepping down without
+   * one) only once the silent members leave it no majority: a leader that still has one has
+   * nothing to do, and waking every group a dead follower belonged to would load the
+   * survivors just as they elect new leaders for the dead node's groups. Others stay as they
+   * are.
    */
   peerSilent(peer: NodeId, isSilent: (id: NodeId) => boolean): void {
-    if (this.stopped || !this.raft.isQuiet) return;
-    const concerned =
-      this.raft.currentRole === 'leader' ? this.raft.hasMember(peer) && !this.raft.quorumAlive((id) => !isSilent(id)) : this.raft.currentLeaderId === peer;
-    if (concerned) this.guard(() => this.raft.wake(peer));
+    if (this.stopped) return;
+    if (this.raft.currentRole === 'leader') {
+      if (this.raft.isQuiet && this.raft.hasMember(peer) && !this.raft.quorumAlive((id) => !isSilent(id))) this.guard(() => this.raft.wake(peer));
+      return;
+    }
+    if (this.raft.currentLeaderId !== peer || !this.raft.isQuiet) return;
+    const first = firstCandidate(this.groupId, this.raft.currentTerm, this.raft.voters, isSilent) === this.options.nodeId;
+    this.guard(() => this.raft.leaderLost(first));
   }
 
   get groupId(): string {
@@ -277,6 +294,10 @@ export class RaftGroup<R> {
     const from = message.from;
     if (from === this.options.nodeId) return false;
     if (!this.raft.acceptsMessageFrom(from) && !(this.options.knownMember?.(from) ?? false)) return false;
+    if (this.raft.isQuiet && (message.type === 'preVote' || message.type === 'vote')) {
+      const leader = this.raft.currentLeaderId;
+      if (this.raft.currentRole === 'follower' && leader !== null && from !== leader) this.options.doubtLeader?.(leader);
+    }
     this.guard(() => this.raft.step(message));
     return true;
   }
@@ -728,4 +749,25 @@ export class RaftGroup<R> {
     }
     machine.snapshotSaved?.();
   }
+}
+
+/**
+ * The member of a group that campaigns first once its leader's node went silent: one of the
+ * voters not silent, picked by a hash of the group's id and term. Every live member picks
+ * the same one (they see the same silent peers and followed the same leader in that term),
+ * the groups of a dead node spread evenly over the survivors, and a group that loses leader
+ * after leader does not always fall to the same member. Null when no voter is live.
+ */
+export function firstCandidate(groupId: string, term: number, voters: readonly NodeId[], isSilent: (id: NodeId) => boolean): NodeId | null {
+  const live = voters.filter((id) => !isSilent(id)).sort();
+  if (live.length === 0) return null;
+  // FNV-1a, then MurmurHash3's finalizer: FNV-1a's low bits alone follow the parity of the
+  // characters, which the names and indexes of queues placed on the same nodes share.
+  let hash = 2166136261;
+  for (let i = 0; i < groupId.length; i++) hash = Math.imul(hash ^ groupId.charCodeAt(i), 16777619);
+  hash = Math.imul(hash ^ (term >>> 0), 16777619);
+  hash = Math.imul(hash ^ (hash >>> 16), 0x85ebca6b);
+  hash = Math.imul(hash ^ (hash >>> 13), 0xc2b2ae35);
+  hash = (hash ^ (hash >>> 16)) >>> 0;
+  return live[hash % live.length]!;
 }

@@ -4,6 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { EarlyMessages } from '../src/early-messages.js';
 import { GroupTicker, type TickedGroup } from '../src/group-ticker.js';
 import { PeerLiveness } from '../src/peer-liveness.js';
+import { queueGroupId } from '../src/local-queue.js';
+import { placeMembers } from '../src/placement.js';
+import { firstCandidate } from '../src/raft-group.js';
 
 class FakeGroup implements TickedGroup {
   ticks = 0;
@@ -71,15 +74,53 @@ describe('PeerLiveness', () => {
     expect(liveness.check(1_150)).toEqual([]);
   });
 
-  it('after a stall of this node (a late check) reports nobody: its peers\' beats wait unread', () => {
+  it('does not count a stall of this node (a late check) against its peers: their beats wait unread', () => {
     const liveness = new PeerLiveness(['n2', 'n3'], 500, 0);
     expect(liveness.check(50)).toEqual([]);
     expect(liveness.check(3_050)).toEqual([]);
-    expect(liveness.check(3_100)).toEqual([]);
-    // Still silent an election timeout after the stall: now they are.
-    const later: string[] = [];
-    for (let now = 3_150; now <= 3_700; now += 50) later.push(...liveness.check(now));
-    expect(later.sort()).toEqual(['n2', 'n3']);
+    // Read right after the stall: a batch of n2's that waited in the socket.
+    liveness.heard('n2', 3_060);
+    const found: string[] = [];
+    let now = 3_050;
+    while (found.length === 0) {
+      now += 50;
+      found.push(...liveness.check(now));
+      expect(now).toBeLessThanOrEqual(3_500);
+    }
+    // n3 is found after an election timeout of running time in all (50 ms before, 125 ms of the stall, the rest after).
+    expect(found).toEqual(['n3']);
+    expect(now).toBe(3_400);
+    expect(liveness.isSilent('n2')).toBe(false);
+  });
+
+  it('finds a dead peer even when every check comes late', () => {
+    const liveness = new PeerLiveness(['n2'], 500, 0);
+    let found: string[] = [];
+    let now = 0;
+    while (found.length === 0) {
+      now += 200;
+      found = liveness.check(now);
+      expect(now).toBeLessThanOrEqual(1_000);
+    }
+    expect(found).toEqual(['n2']);
+    expect(now).toBe(800);
+  });
+
+  it('confirms a peer silent at a member\'s vote request once nothing came from it for an election timeout, stalls included', () => {
+    const liveness = new PeerLiveness(['n2', 'n3'], 500, 0);
+    liveness.heard('n2', 100);
+    liveness.heard('n3', 100);
+    // A stall: the check does not count it, so neither peer is found silent by it.
+    expect(liveness.check(700)).toEqual([]);
+    expect(liveness.confirmSilent('n2', 599)).toBe(false);
+    expect(liveness.isSilent('n2')).toBe(false);
+    expect(liveness.confirmSilent('n2', 600)).toBe(true);
+    expect(liveness.isSilent('n2')).toBe(true);
+    expect(liveness.confirmSilent('n2', 700)).toBe(false); // reported once
+    expect(liveness.check(750)).toEqual([]);
+    expect(liveness.confirmSilent('nobody', 10_000)).toBe(false);
+    liveness.heard('n2', 800);
+    expect(liveness.isSilent('n2')).toBe(false);
   });
 
   it('ignores batches from nodes that are not peers', () => {
@@ -117,5 +158,43 @@ describe('EarlyMessages', () => {
     let held = 0;
     for (let i = 0; i < 10_050; i++) if (early.hold(vote(`q/${i}/x`, 1), 2_000)) held += 1;
     expect(held).toBe(10_000);
+  });
+});
+
+describe('firstCandidate', () => {
+  const names = Array.from({ length: 3_000 }, (_, i) => `orders-${i}`);
+
+  it('picks the same live voter whatever order the voters are listed in, never a silent one', () => {
+    const silent = (id: string): boolean => id === 'n3';
+    for (const name of names.slice(0, 200)) {
+      const picked = firstCandidate(name, 7, ['n1', 'n2', 'n3'], silent);
+      expect(picked).toBe(firstCandidate(name, 7, ['n3', 'n2', 'n1'], silent));
+      expect(['n1', 'n2']).toContain(picked);
+    }
+    expect(firstCandidate('q', 1, ['n1', 'n2', 'n3'], () => true)).toBe(null);
+  });
+
+  it('picks another member now and then as the group\'s term moves on', () => {
+    const picks = new Set<string | null>();
+    for (let term = 1; term <= 20; term++) picks.add(firstCandidate('q/2/orders', term, ['n1', 'n2', 'n3'], (id) => id === 'n3'));
+    expect([...picks].sort()).toEqual(['n1', 'n2']);
+  });
+
+  it('spreads the groups of a dead node evenly over the survivors, with queues placed as the metadata places them', () => {
+    for (const dead of ['n1', 'n2', 'n3']) {
+      const counts = new Map<string | null, number>();
+      let led = 0;
+      for (let i = 0; i < 6_000; i++) {
+        const name = `q-${String(i).padStart(6, '0')}`;
+        const members = placeMembers(['n1', 'n2', 'n3'], i, name, 3);
+        if (members[0] !== dead) continue;
+        led += 1;
+        const picked = firstCandidate(queueGroupId({ createdIndex: i + 2, name }), 1, members, (id) => id === dead);
+        counts.set(picked, (counts.get(picked) ?? 0) + 1);
+      }
+      expect(counts.has(dead)).toBe(false);
+      expect(counts.size).toBe(2);
+      for (const count of counts.values()) expect(Math.abs(count - led / 2)).toBeLessThan(led * 0.05);
+    }
   });
 });

@@ -29,9 +29,9 @@ const samples: Message[] = [
   { ...envelope, type: 'append', prevLogIndex: 0, prevLogTerm: 0, commit: 0, entries: [] },
   { ...envelope, type: 'appendResp', reject: true, index: 5, hintIndex: 3, hintTerm: 2 },
   { ...envelope, type: 'heartbeat', commit: 17, readSeq: 4, quiesce: false },
-  { ...envelope, type: 'heartbeatResp', readSeq: 4, quiet: false },
+  { ...envelope, type: 'heartbeatResp', readSeq: 4, wake: false },
   { ...envelope, type: 'heartbeat', commit: 18, readSeq: 0, quiesce: true },
-  { ...envelope, type: 'heartbeatResp', readSeq: 0, quiet: true },
+  { ...envelope, type: 'heartbeatResp', readSeq: 0, wake: true },
   {
     ...envelope,
     type: 'snapshot',

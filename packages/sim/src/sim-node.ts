@@ -86,7 +86,10 @@ export class SimNode {
     const replicas = new Map<string, GroupReplica>();
     const node = new SimNode(id, replicas, context);
     const env = simEnv(context.scheduler, id, random, () => !node.stopped);
-    for (const groupId of context.groupIds) replicas.set(groupId, new GroupReplica(id, groupId, env, storage, context, node.groupTicks));
+    const doubtLeader = (peer: NodeId): void => {
+      if (node.liveness.confirmSilent(peer, context.scheduler.now)) node.onPeerSilent(peer);
+    };
+    for (const groupId of context.groupIds) replicas.set(groupId, new GroupReplica(id, groupId, env, storage, context, node.groupTicks, doubtLeader));
     return node;
   }
 
@@ -112,11 +115,13 @@ export class SimNode {
     for (const peer of this.context.nodeIds) {
       if (peer !== this.id) this.context.send({ groupId: NODE_BEAT_GROUP, message: beatMessage(this.id, peer) });
     }
-    for (const peer of this.liveness.check(now)) {
-      if (this.context.planted.has('ignorePeerSilence')) continue;
-      for (const replica of this.replicas.values()) replica.group.peerSilent(peer, (id) => this.liveness.isSilent(id));
-    }
+    for (const peer of this.liveness.check(now)) this.onPeerSilent(peer);
     this.groupTicks.tick(now);
+  }
+
+  private onPeerSilent(peer: NodeId): void {
+    if (this.context.planted.has('ignorePeerSilence')) return;
+    for (const replica of this.replicas.values()) replica.group.peerSilent(peer, (id) => this.liveness.isSilent(id));
   }
 
   receive(envelope: GroupMessage): void {
@@ -138,6 +143,7 @@ export class GroupReplica {
     storage: NodeStorage,
     private readonly context: SimNodeContext,
     ticker: GroupTicker,
+    doubtLeader: (leader: NodeId) => void,
   ) {
     const checker = context.checkerOf(groupId);
     const machine = this.machine;
@@ -165,6 +171,7 @@ export class GroupReplica {
       electionTicks: ELECTION_TICKS,
       heartbeatTicks: 1,
       ticker,
+      doubtLeader,
       tuning: {
         appendEntriesMax: context.appendEntriesMax,
         inflightAppendsMax: context.inflightAppendsMax,
