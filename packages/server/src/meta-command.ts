@@ -15,6 +15,12 @@ import type { MetaCommand } from './meta-machine.js';
 /** A queue has at most this many replicas (more than any cluster this broker runs). */
 export const QUEUE_MEMBERS_MAX = 64;
 
+/**
+ * A batch entry holds at most this many commands (MetaBatcher proposes fewer; a replica
+ * refuses a longer one as malformed, whoever wrote it).
+ */
+export const META_BATCH_MAX = 1024;
+
 /** The node id syntax of the configuration (config.ts). */
 const NODE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -29,15 +35,35 @@ function isObject(value: unknown): value is Fields {
 
 const bad = (problem: string): ParsedMetaCommand => ({ ok: false, problem });
 
-/** Decodes and checks an entry's bytes. */
-export function decodeMetaCommand(data: Uint8Array): ParsedMetaCommand {
+/**
+ * A metadata entry: one command, or a batch (`{ type: 'batch', commands: [...] }`, see
+ * meta-batcher.ts) whose commands are applied in order, each with its own reply. A command
+ * of a batch that fails the check gets its own error; the others still apply.
+ */
+export type ParsedMetaEntry =
+  | { readonly kind: 'one'; readonly parsed: ParsedMetaCommand }
+  | { readonly kind: 'batch'; readonly commands: readonly ParsedMetaCommand[] };
+
+/** Decodes and checks an entry's bytes: one command, or a batch of them. */
+export function decodeMetaEntry(data: Uint8Array): ParsedMetaEntry {
   let value: unknown;
   try {
     value = decodeJson<unknown>(data);
   } catch (error) {
-    return bad(`not a JSON metadata command (${error instanceof Error ? error.message : String(error)})`);
+    return { kind: 'one', parsed: bad(`not a JSON metadata command (${error instanceof Error ? error.message : String(error)})`) };
   }
-  return parseMetaCommand(value);
+  if (!isObject(value) || value['type'] !== 'batch') return { kind: 'one', parsed: parseMetaCommand(value) };
+  const commands = value['commands'];
+  if (!Array.isArray(commands) || commands.length === 0 || commands.length > META_BATCH_MAX) {
+    return { kind: 'one', parsed: bad(`batch: commands must be an array of 1 to ${META_BATCH_MAX} commands, got ${describe(commands)}`) };
+  }
+  return { kind: 'batch', commands: commands.map((command: unknown) => parseMetaCommand(command)) };
+}
+
+/** Decodes and checks one command's bytes (a batch is not a command: see decodeMetaEntry). */
+export function decodeMetaCommand(data: Uint8Array): ParsedMetaCommand {
+  const entry = decodeMetaEntry(data);
+  return entry.kind === 'one' ? entry.parsed : bad('a batch of metadata commands is not one command');
 }
 
 /** Checks a decoded value; the command returned holds only the fields the machine reads. */
@@ -54,6 +80,8 @@ export function parseMetaCommand(value: unknown): ParsedMetaCommand {
       return parseDeclareQueue(value);
     case 'deleteQueue':
       return parseDeleteQueue(value);
+    case 'batch':
+      return bad('a batch of metadata commands is not one command (only the leader batches them)');
     default:
       return bad(`unknown metadata command type ${describe(value['type'])}`);
   }

@@ -22,7 +22,7 @@ import {
 import type { Entry, NodeId } from '@quorumq/raft';
 
 import { decodeJson, encodeJson } from './json-codec.js';
-import { decodeMetaCommand } from './meta-command.js';
+import { decodeMetaEntry, type ParsedMetaCommand } from './meta-command.js';
 import type { GroupMachine } from './raft-group.js';
 
 export const QUEUE_NAME_BYTES_MAX = 255;
@@ -61,6 +61,8 @@ export type MetaReply = (
 ) & {
   /** The log index of the command: a node that waits until it applied this index reads its own write. */
   readonly index?: number;
+  /** Of a batch entry: each command's reply, in order (the batch's own reply is `ok`). */
+  readonly batch?: readonly MetaReply[];
 };
 
 export interface MetaSnapshot {
@@ -83,18 +85,43 @@ export class MetaMachine implements GroupMachine<MetaReply> {
   constructor(private readonly onChange: (queue: string | null) => void) {}
 
   /**
-   * Applies one committed entry. An entry it cannot apply (not JSON, an unknown type, a
+   * Applies one committed entry: one command, or a batch of them applied in order, each
+   * with its own reply (MetaBatcher). A command it cannot apply (not JSON, an unknown type, a
    * missing or mistyped field) changes nothing and gets a MALFORMED_COMMAND error reply, the
    * same on every replica: apply never throws on bad input, so any log can be replayed.
    */
   apply(entry: Entry): MetaReply {
     this.appliedIndex = entry.index;
-    const parsed = decodeMetaCommand(entry.data);
-    if (!parsed.ok) return { ...malformedCommand(parsed.problem), index: entry.index };
-    const reply = this.applyCommand(parsed.command, entry.index);
+    const decoded = decodeMetaEntry(entry.data);
+    if (decoded.kind === 'one') return this.applyParsed(decoded.parsed, entry.index, null);
+    // Every queue created by this entry gets its index as createdIndex, which names its
+    // group: a queue deleted and declared again in one entry would reuse the group id of the
+    // queue just deleted, so that declare is refused (the batcher never does that).
+    const deleted = new Set<string>();
+    const batch = decoded.commands.map((parsed) => this.applyParsed(parsed, entry.index, deleted));
+    return { ok: true, changed: batch.some((reply) => reply.ok && reply.changed), index: entry.index, batch };
+  }
+
+  /** `deleted`: in a batch, the queues it deleted so far. */
+  private applyParsed(parsed: ParsedMetaCommand, index: number, deleted: Set<string> | null): MetaReply {
+    if (!parsed.ok) return { ...malformedCommand(parsed.problem), index };
+    const command = parsed.command;
+    if (command.type === 'declareQueue' && !command.passive && deleted?.has(command.name) === true) {
+      return {
+        ok: false,
+        code: 'FAILED_PRECONDITION',
+        reason: Reason.PRECONDITION_FAILED,
+        message: `queue ${JSON.stringify(command.name)} was deleted in the same metadata entry; declare it again`,
+        index,
+      };
+    }
+    const reply = this.applyCommand(command, index);
     // Only a queue's declare or delete concerns its replicas (bindings and exchanges do not).
-    if (reply.ok && reply.changed && (parsed.command.type === 'declareQueue' || parsed.command.type === 'deleteQueue')) this.onChange(parsed.command.name);
-    return { ...reply, index: entry.index };
+    if (reply.ok && reply.changed && (command.type === 'declareQueue' || command.type === 'deleteQueue')) {
+      if (command.type === 'deleteQueue') deleted?.add(command.name);
+      this.onChange(command.name);
+    }
+    return { ...reply, index };
   }
 
   snapshot(): Uint8Array {

@@ -15,6 +15,7 @@ import { BrokerError, Status, invalidArgument, isServiceError, notFound, unavail
 import { decodeJson, encodeJson } from './json-codec.js';
 import { META_GROUP, queueGroupId, type LocalQueue } from './local-queue.js';
 import { MetaBarrier } from './meta-barrier.js';
+import { MetaBatcher } from './meta-batcher.js';
 import { decodeMetaCommand, parseMetaCommand, type ParsedMetaCommand } from './meta-command.js';
 import { malformedCommand, type MetaCommand, type MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import type { NodeMetrics } from './metrics.js';
@@ -51,11 +52,14 @@ export class ProposalRouter {
   /** Batches of commands to queues this node does not lead, by queue name. */
   private readonly forwarding = new Map<string, EntryBatcher>();
   readonly barrier: MetaBarrier;
+  /** This turn's metadata commands, proposed as one entry while this node leads the metadata group. */
+  private readonly metaBatcher: MetaBatcher;
   /** Callers waiting for the metadata to be applied here up to an index. */
   private metaWaiters: Array<{ readonly index: number; readonly resolve: () => void; readonly timer: Timer }> = [];
 
   constructor(private readonly parts: RouterParts) {
     this.barrier = new MetaBarrier(() => this.proposeMeta({ type: 'barrier' }).then(() => undefined));
+    this.metaBatcher = new MetaBatcher((data, deadline) => parts.metaGroup.propose(data, deadline, 'the metadata group'));
   }
 
   private get nodeId(): NodeId {
@@ -154,12 +158,13 @@ export class ProposalRouter {
    * next request this node serves (a publish right after a declare) sees the change.
    */
   async proposeMeta(command: MetaCommand): Promise<MetaReply> {
-    const problem = this.metaCommandProblem(parseMetaCommand(command));
-    if (problem !== null) return malformedCommand(problem);
+    const checked = this.checkMetaCommand(parseMetaCommand(command));
+    if (!checked.ok) return malformedCommand(checked.problem);
     const data = encodeJson(command);
     const reply = await this.withLeader(
       () => ({ groupId: META_GROUP, local: this.parts.metaGroup, members: [...this.parts.config.peers.keys()] }),
-      async (group, deadline) => group.propose(data, deadline, 'the metadata group'),
+      // On the leader, this turn's commands share one entry.
+      async (_group, deadline) => this.metaBatcher.add(checked.command, deadline),
       data,
       'the metadata group',
       () => command.type === 'barrier',
@@ -169,16 +174,15 @@ export class ProposalRouter {
   }
 
   /**
-   * Why a metadata command must not be proposed, or null: its shape (meta-command.ts), and
-   * what only the proposer can check against its configuration: a new queue's replicas
-   * are nodes of this cluster.
+   * A metadata command's shape (meta-command.ts), and what only the proposer can check
+   * against its configuration: a new queue's replicas are nodes of this cluster.
    */
-  private metaCommandProblem(parsed: ParsedMetaCommand): string | null {
-    if (!parsed.ok) return parsed.problem;
+  private checkMetaCommand(parsed: ParsedMetaCommand): ParsedMetaCommand {
+    if (!parsed.ok) return parsed;
     const command = parsed.command;
-    if (command.type !== 'declareQueue' || command.passive) return null;
+    if (command.type !== 'declareQueue' || command.passive) return parsed;
     const stranger = command.members.find((member) => !this.parts.config.peers.has(member));
-    return stranger === undefined ? null : `declareQueue: ${stranger} is not a node of this cluster`;
+    return stranger === undefined ? parsed : { ok: false, problem: `declareQueue: ${stranger} is not a node of this cluster` };
   }
 
   /** Resolves once this node applied the metadata up to `index` (bounded by the request timeout). */
@@ -219,13 +223,13 @@ export class ProposalRouter {
     }
     const now = this.parts.env.now();
     if (groupId === META_GROUP) {
-      const problem = this.metaCommandProblem(decodeMetaCommand(command));
-      if (problem !== null) throw invalidArgument(`refused a forwarded metadata command: ${problem}`, Reason.MALFORMED_COMMAND);
-    } else {
-      const problem = forwardedEntryProblem(command);
-      if (problem !== null) throw invalidArgument(`refused a forwarded entry for ${groupId}: ${problem}`, Reason.MALFORMED_COMMAND);
-      stampEntry(command, now);
+      const checked = this.checkMetaCommand(decodeMetaCommand(command));
+      if (!checked.ok) throw invalidArgument(`refused a forwarded metadata command: ${checked.problem}`, Reason.MALFORMED_COMMAND);
+      return encodeJson(await this.metaBatcher.add(checked.command, now + this.parts.config.requestTimeoutMs));
     }
+    const problem = forwardedEntryProblem(command);
+    if (problem !== null) throw invalidArgument(`refused a forwarded entry for ${groupId}: ${problem}`, Reason.MALFORMED_COMMAND);
+    stampEntry(command, now);
     const reply = await group.propose(command, now + this.parts.config.requestTimeoutMs);
     return encodeJson(reply);
   }

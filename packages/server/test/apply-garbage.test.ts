@@ -77,6 +77,10 @@ const BAD_META: ReadonlyArray<[string, Uint8Array]> = [
   ['declareQueue with a reserved name', declare('amq.q')],
   ['deleteQueue without a name', json({ type: 'deleteQueue', reason: 'delete' })],
   ['deleteQueue without a reason', json({ type: 'deleteQueue', name: 'kept' })],
+  ['a batch without commands', json({ type: 'batch' })],
+  ['an empty batch', json({ type: 'batch', commands: [] })],
+  ['a batch of too many commands', json({ type: 'batch', commands: Array.from({ length: 1025 }, () => ({ type: 'barrier' })) })],
+  ['a batch whose commands are an object', json({ type: 'batch', commands: { type: 'barrier' } })],
   ['deleteQueue with a string createdIndex', json({ type: 'deleteQueue', name: 'kept', reason: 'x', createdIndex: 'one' })],
 ];
 

@@ -12,6 +12,7 @@ import {
 import type { KvStore } from '../src/kv.js';
 import { LevelKvStore } from '../src/level-kv.js';
 import { MemoryKvStore } from '../src/memory-kv.js';
+import { kvKey } from '../src/kv-layout.js';
 import { NodeStorage, type NodeStorageOptions } from '../src/node-storage.js';
 import { NodeWalFs } from '../src/node-wal-fs.js';
 import { scanSegment } from '../src/record.js';
@@ -335,6 +336,45 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     const reopened = await node.reopen();
     expect(reopened.restoreGroup('b').hardState).toEqual(newest);
     expect(reopened.restoreGroup('a').entries).toHaveLength(3);
+    await reopened.close();
+  });
+
+  it('registers groups created together in one synced KV write, and every one is loaded after a restart', async () => {
+    const batches: number[] = [];
+    const dir = await tempDir('node-register');
+    const open = async (): Promise<NodeStorage> => {
+      const kv = await LevelKvStore.open(join(dir, 'kv'));
+      const counting: KvStore = Object.assign(Object.create(kv) as KvStore, {
+        batch: (ops: Parameters<KvStore['batch']>[0], opts: Parameters<KvStore['batch']>[1]) => {
+          if (ops.some((op) => op.key.startsWith(kvKey('member', 'g')))) batches.push(ops.length);
+          return kv.batch(ops, opts);
+        },
+      });
+      return NodeStorage.open({ dir: join(dir, 'wal'), fs: new NodeWalFs(), kv: counting, logger: quiet });
+    };
+    const s = await open();
+    const ids = Array.from({ length: 200 }, (_, i) => `g${String(i).padStart(3, '0')}`);
+    await Promise.all(ids.map((id, i) => s.persist(id, { hardState: hs(1, 0, 'n1'), entries: entries(1, 1 + (i % 3), 1), snapshot: null })));
+    // The first registration writes alone (the KV queue was idle); the rest wait and share one.
+    expect(batches.length).toBeLessThanOrEqual(2);
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(200);
+    await s.close();
+    const reopened = await open();
+    expect(reopened.groups()).toEqual(ids);
+    expect(reopened.restoreGroup('g002').entries).toHaveLength(3);
+    await reopened.close();
+  });
+
+  it('a group deleted while its registration is being written stays deleted after a restart', async () => {
+    const node = await openNode();
+    const s = node.storage;
+    const created = s.persist('a', { hardState: hs(1, 0), entries: entries(1, 1, 1), snapshot: null });
+    const deleted = s.deleteGroup('a');
+    await created;
+    await deleted;
+    expect(s.groups()).toEqual([]);
+    const reopened = await node.reopen();
+    expect(reopened.groups()).toEqual([]);
     await reopened.close();
   });
 
