@@ -8,7 +8,8 @@
  * - how the queues' leaders spread over the nodes;
  * - the rate of publishing one message to every queue (64 at a time);
  * - after kill -9 of the node leading the most queues: the time until every queue has a
- *   live leader (as a survivor sees it), then the rate of one publish to every queue.
+ *   live leader (as a survivor sees it), then the rate of one publish to every queue;
+ * - after kill -9 of every node and a start of all three: the same two figures.
  */
 import { LocalCluster } from '@quorumq/cli';
 import { connect, type QuorumqClient } from '@quorumq/client';
@@ -141,6 +142,35 @@ async function main(): Promise<void> {
     });
     report(`one publish to every queue after  ${rate.toFixed(0)} msg/s${failed > 0 ? ` (${failed} failed)` : ''} (${((performance.now() - killed) / 1000).toFixed(1)} s after the kill)`);
     await live.close();
+
+    // The whole cluster restarts (a power cut): every queue of every node needs a leader at once.
+    for (const id of cluster.ids) if (cluster.isRunning(id)) await cluster.kill(id);
+    const restarted = performance.now();
+    for (const id of cluster.ids) cluster.startNode(id);
+    const all = connect({ nodes: cluster.addresses });
+    leaderless = QUEUES;
+    while (leaderless > 0 && performance.now() - restarted < 120_000) {
+      await sleep(500);
+      try {
+        const now = await all.clusterStatus();
+        leaderless = Object.values(now.queues).filter((q) => q.leader === '').length + (QUEUES - Object.keys(now.queues).length);
+      } catch {
+        // still starting
+      }
+    }
+    const restartSeconds = (performance.now() - restarted) / 1000;
+    report(`kill -9 of every node, start all -> every queue has a leader  ${leaderless === 0 ? `${restartSeconds.toFixed(1)} s` : `not within 120 s (${leaderless} without)`}`);
+    failed = 0;
+    const afterRestart = await pool(0, QUEUES, PUBLISHES_IN_FLIGHT, async (i) => {
+      try {
+        const result = await all.publish('', name(i), body);
+        if (result.outcome !== 'confirmed') failed += 1;
+      } catch {
+        failed += 1;
+      }
+    });
+    report(`one publish to every queue after  ${afterRestart.toFixed(0)} msg/s${failed > 0 ? ` (${failed} failed)` : ''} (${((performance.now() - restarted) / 1000).toFixed(1)} s after the start)`);
+    await all.close();
   } finally {
     await client.close();
     await cluster.close();

@@ -290,6 +290,36 @@ export class RaftNode {
       : this.options.electionTicks + this.options.random.nextInt(this.options.electionTicks);
   }
 
+  /**
+   * A replica that just started (restored from its storage, no leader known): when the
+   * driver knows it holds many groups that all need a leader, `first` says this replica
+   * should campaign first in this one (the same choice on every member, see
+   * RaftGroup), after half an election timeout; any other waits a whole randomized election
+   * timeout more, time for the first to win. Nothing happens on a replica that knows a
+   * leader, leads, or campaigns already.
+   */
+  startupElection(first: boolean): void {
+    if (this.role !== 'follower' || this.leaderId !== null) return;
+    this.electionElapsed = 0;
+    this.randomizedElectionTicks = first
+      ? Math.ceil(this.options.electionTicks / 2)
+      : 2 * this.options.electionTicks + this.options.random.nextInt(this.options.electionTicks);
+  }
+
+  /**
+   * Whether the next `tick` starts an election (a pre-vote with preVote): a voter that does
+   * not lead, is not quiet, and whose election timeout runs out. A driver that rations
+   * concurrent elections (GroupTicker) holds back that tick until it grants a slot.
+   */
+  get campaignDue(): boolean {
+    return !this.quiet && this.role !== 'leader' && this.electionElapsed + 1 >= this.randomizedElectionTicks && this.promotable();
+  }
+
+  /** Whether this replica is campaigning now (pre-candidate or candidate). */
+  get campaigning(): boolean {
+    return this.role === 'candidate' || this.role === 'preCandidate';
+  }
+
   /** The voters of the latest configuration this node knows. */
   get voters(): readonly NodeId[] {
     return this.log.latestConfig().voters;

@@ -215,6 +215,39 @@ describe('quiescence', () => {
     for (const id of IDS) expect(c.raft(id).status()).toMatchObject({ leaderId: 'a', term: 1 });
   });
 
+  test('after every member restarted, the first candidate of startupElection wins in one election and the others never campaign', () => {
+    const c = quietGroup();
+    const term = c.raft('a').status().term;
+    for (const id of IDS) c.crash(id);
+    for (const id of IDS) c.restart(id);
+    for (const id of IDS) c.raft(id).startupElection(id === 'c');
+    expect(c.raft('c').campaignDue).toBe(false);
+    const before = c.delivered.length;
+    run(c, c.electionTicks);
+    expect(c.leader()).toBe('c');
+    expect(c.raft('c').status().term).toBe(term + 1);
+    const campaigns = c.delivered.slice(before).filter((m) => (m.type === 'preVote' || m.type === 'vote') && m.from !== 'c');
+    expect(campaigns).toEqual([]);
+    c.assertSafe();
+  });
+
+  test('campaignDue says when the next tick starts an election, and startupElection leaves a replica that knows its leader alone', () => {
+    const c = quietGroup();
+    c.raft('b').startupElection(true);
+    expect(c.raft('b').status().leaderId).toBe('a');
+    c.crash('a');
+    c.raft('b').wake('a');
+    let ticks = 0;
+    while (!c.raft('b').campaignDue && ticks < 10 * c.electionTicks) {
+      c.tick('b');
+      ticks += 1;
+    }
+    expect(c.raft('b').campaignDue).toBe(true);
+    expect(c.raft('b').campaigning).toBe(false);
+    c.tick('b');
+    expect(c.raft('b').campaigning).toBe(true);
+  });
+
   test('a read wakes the leader and is confirmed by a quorum', () => {
     const c = quietGroup();
     expect(c.raft('a').readIndex('r1').ok).toBe(true);

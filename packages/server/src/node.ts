@@ -134,6 +134,7 @@ export class BrokerNode {
     const doubtLeader = (peer: NodeId): void => {
       if (this.liveness.confirmSilent(peer, env.now())) this.onPeerSilent(peer, 'a member asks for votes against it');
     };
+    const isPeerSilent = (peer: NodeId): boolean => this.liveness.isSilent(peer);
 
     this.meta = new MetaMachine((name) => this.queues.reconcileSoon(name));
     this.early = new EarlyMessages(2 * config.electionTicks * config.tickMs);
@@ -154,6 +155,7 @@ export class BrokerNode {
       heartbeatTicks: config.heartbeatTicks,
       ticker: this.groupTicks,
       doubtLeader,
+      isPeerSilent,
       onGroupCreated: (group) => {
         for (const envelope of this.early.take(group.groupId)) this.receive(envelope);
       },
@@ -177,6 +179,8 @@ export class BrokerNode {
       heartbeatTicks: config.heartbeatTicks,
       ticker: this.groupTicks,
       doubtLeader,
+      // Never held back by the ticker's election slots: nothing serves without it.
+      rationedElections: false,
       // Every node acts on the metadata it applies (a declare starts the queue's replicas).
       announceCommit: true,
       ...groupSetup(META_GROUP),

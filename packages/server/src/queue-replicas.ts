@@ -47,6 +47,8 @@ export interface QueueReplicasParts {
   readonly ticker?: GroupTicker;
   /** See RaftGroupOptions.doubtLeader. */
   readonly doubtLeader?: (leader: NodeId) => void;
+  /** See RaftGroupOptions.isPeerSilent. */
+  readonly isPeerSilent?: (id: NodeId) => boolean;
   /** A replica's group was just created (the node steps what it held for it: EarlyMessages). */
   readonly onGroupCreated?: (group: RaftGroup<QueueApplyResult>) => void;
   groupSetup(groupId: string): GroupSetup;
@@ -219,6 +221,7 @@ export class QueueReplicas {
       heartbeatTicks: parts.heartbeatTicks,
       ...(parts.ticker !== undefined ? { ticker: parts.ticker } : {}),
       ...(parts.doubtLeader !== undefined ? { doubtLeader: parts.doubtLeader } : {}),
+      ...(parts.isPeerSilent !== undefined ? { isPeerSilent: parts.isPeerSilent } : {}),
       ...parts.groupSetup(groupId),
     });
     local = { definition, replica, group, batcher: wiring.router.batcherFor(definition, group) };

@@ -130,6 +130,17 @@ export interface RaftGroupOptions<R> {
    * group, this one included (which then grants its vote).
    */
   readonly doubtLeader?: (leader: NodeId) => void;
+  /**
+   * With a ticker: which peers the node finds silent now (PeerLiveness). A replica restored
+   * from storage (the node restarted) with many groups needing a leader campaigns first only
+   * in the groups whose `firstCandidate` it is among the live voters (RaftNode.startupElection).
+   */
+  readonly isPeerSilent?: (id: NodeId) => boolean;
+  /**
+   * With a ticker: false for a group whose elections the ticker must never hold back (the
+   * metadata group, which every node needs before it serves). Default true.
+   */
+  readonly rationedElections?: boolean;
   /** See RaftOptions.announceCommit (the metadata group). */
   readonly announceCommit?: boolean;
   readonly tuning?: RaftTuning;
@@ -201,7 +212,27 @@ export class RaftGroup<R> {
       options.machine.restore(restored.snapshot.data);
       this.machineIndex = restored.snapshot.meta.index;
     }
+    if (options.ticker !== undefined && restored.hardState.term > 0) {
+      // Restarted: every replica of this node needs a leader at once; one member of each
+      // group campaigns first, the same one on every member.
+      const first = firstCandidate(options.groupId, restored.hardState.term, this.raft.voters, options.isPeerSilent ?? (() => false));
+      this.raft.startupElection(first === options.nodeId);
+    }
     options.ticker?.activate(this);
+  }
+
+  /** The next tick starts an election the node's ticker may hold back (see GroupTicker). */
+  get campaignDue(): boolean {
+    return this.options.rationedElections !== false && this.raft.campaignDue;
+  }
+
+  get campaigning(): boolean {
+    return this.raft.campaigning;
+  }
+
+  /** A tick held back by the ticker: the Raft timer stays, proposals' deadlines still expire. */
+  tickHeld(now = this.options.env.now()): void {
+    if (now >= this.nextDeadline) this.expirePending(now);
   }
 
   /** No ticks needed until something wakes the group: it is quiet and nothing here waits on the clock. */

@@ -72,7 +72,12 @@ function brokerServiceFor(limits: RequestLimits): typeof BrokerService {
 
 export async function startNode(
   config: NodeConfig,
-  options: { logger?: Logger; onFatal?: (error: unknown) => void } & BrokerNodeHost = {},
+  options: {
+    logger?: Logger;
+    onFatal?: (error: unknown) => void;
+    /** How often a node without a metadata leader says so in its log while it waits to serve (default 60 s). */
+    servingWaitLogMs?: number;
+  } & BrokerNodeHost = {},
 ): Promise<RunningNode> {
   const logger = options.logger ?? createLogger(config);
   const onFatal =
@@ -160,15 +165,19 @@ export async function startNode(
   });
   logger.info({ listen: config.listen, port, peers: Object.fromEntries(config.peers), dataDir: config.dataDir }, 'node listening');
 
-  // Serving once the metadata group has a leader (the cluster has a quorum).
-  void node.waitForMetaLeader(60_000).then((ok) => {
-    if (!ok) return;
+  let stopped = false;
+  // Serving once the metadata group has a leader (the cluster has a quorum), however long
+  // that takes (a whole cluster restarting with thousands of queues elects them all first).
+  void (async () => {
+    while (!stopped && !(await node.waitForMetaLeader(options.servingWaitLogMs ?? 60_000))) {
+      if (!stopped) logger.warn('no metadata leader yet (is a majority of the nodes up?); not serving until there is one');
+    }
+    if (stopped) return;
     health.setStatus('', 'SERVING');
     health.setStatus('quorumq.v1.Broker', 'SERVING');
     logger.info({ metadataLeader: node.metaGroup.leaderId }, 'node serving');
-  });
+  })();
 
-  let stopped = false;
   const finish = async (handOff: boolean): Promise<void> => {
     if (stopped) return;
     stopped = true;

@@ -53,6 +53,71 @@ describe('GroupTicker', () => {
   });
 });
 
+/** A group whose election timeout is due until it gets a tick; then it campaigns for `rounds` ticks and wins (or never, with Infinity). */
+class ElectingGroup implements TickedGroup {
+  restful = false;
+  campaigning = false;
+  won = false;
+  held = 0;
+  private left = 0;
+  constructor(private readonly rounds: number) {}
+  get campaignDue(): boolean {
+    return !this.won && (!this.campaigning || this.left === 0);
+  }
+  tick(): void {
+    if (this.won) return;
+    if (!this.campaigning) {
+      this.campaigning = true;
+      this.left = this.rounds;
+      return;
+    }
+    this.left -= 1;
+    if (this.left <= 0 && this.rounds !== Infinity) {
+      this.campaigning = false;
+      this.won = true;
+    }
+  }
+  tickHeld(): void {
+    this.held += 1;
+  }
+}
+
+describe('GroupTicker rations elections', () => {
+  it('lets at most campaignsMax groups campaign at once; the others wait with their timers held, and all elect in turn', () => {
+    const ticker = new GroupTicker({ campaignsMax: 2 });
+    const groups = Array.from({ length: 7 }, () => new ElectingGroup(3));
+    for (const group of groups) ticker.activate(group);
+    let most = 0;
+    for (let t = 0; t < 40; t++) {
+      ticker.tick(t);
+      most = Math.max(most, groups.filter((g) => g.campaigning).length);
+    }
+    expect(most).toBe(2);
+    expect(groups.every((g) => g.won)).toBe(true);
+    expect(groups.filter((g) => g.held > 0).length).toBeGreaterThanOrEqual(5);
+    expect(ticker.campaigns).toEqual({ running: 0, waiting: 0 });
+  });
+
+  it('takes the slot from a group that cannot win once others have waited slotTicks, so they elect too', () => {
+    const ticker = new GroupTicker({ campaignsMax: 1, slotTicks: 5 });
+    const hopeless = new ElectingGroup(Infinity);
+    const others = [new ElectingGroup(2), new ElectingGroup(2)];
+    ticker.activate(hopeless);
+    for (const group of others) ticker.activate(group);
+    for (let t = 0; t < 40; t++) ticker.tick(t);
+    expect(others.every((g) => g.won)).toBe(true);
+  });
+
+  it('never holds back a group that does not ask (no campaignDue): leaders and followers tick as before', () => {
+    const ticker = new GroupTicker({ campaignsMax: 1 });
+    const plain = new FakeGroup();
+    const electing = [new ElectingGroup(Infinity), new ElectingGroup(Infinity)];
+    for (const group of [...electing, plain]) ticker.activate(group);
+    for (let t = 0; t < 10; t++) ticker.tick(t);
+    expect(plain.ticks).toBe(10);
+  });
+});
+
 describe('PeerLiveness', () => {
   it('reports a peer silent once, after an election timeout without a batch, and forgets it when heard again', () => {
     const liveness = new PeerLiveness(['n2', 'n3'], 500, 0);

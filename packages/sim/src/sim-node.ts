@@ -46,6 +46,8 @@ export interface SimNodeContext {
   readonly snapshotInterval: number;
   readonly appendEntriesMax: number;
   readonly inflightAppendsMax: number;
+  /** GroupTicker's campaigns at once per node (undefined: the broker's default). */
+  readonly campaignsMax: number | undefined;
   /** Runs the WAL's group-commit flush as a simulator event, after the current one. */
   readonly scheduleFlush: (flush: () => void) => void;
 }
@@ -58,7 +60,7 @@ export interface SimNodeContext {
 export class SimNode {
   private stopped = false;
   /** As a broker node: only groups with work are ticked, and silent peers wake quiet groups. */
-  readonly groupTicks = new GroupTicker();
+  readonly groupTicks: GroupTicker;
   private readonly liveness: PeerLiveness;
 
   private constructor(
@@ -66,6 +68,7 @@ export class SimNode {
     readonly replicas: ReadonlyMap<string, GroupReplica>,
     private readonly context: SimNodeContext,
   ) {
+    this.groupTicks = new GroupTicker(context.campaignsMax === undefined ? {} : { campaignsMax: context.campaignsMax });
     this.liveness = new PeerLiveness(
       context.nodeIds.filter((peer) => peer !== id),
       ELECTION_TICKS * context.tickMs,
@@ -89,7 +92,8 @@ export class SimNode {
     const doubtLeader = (peer: NodeId): void => {
       if (node.liveness.confirmSilent(peer, context.scheduler.now)) node.onPeerSilent(peer);
     };
-    for (const groupId of context.groupIds) replicas.set(groupId, new GroupReplica(id, groupId, env, storage, context, node.groupTicks, doubtLeader));
+    const isPeerSilent = (peer: NodeId): boolean => node.liveness.isSilent(peer);
+    for (const groupId of context.groupIds) replicas.set(groupId, new GroupReplica(id, groupId, env, storage, context, node.groupTicks, doubtLeader, isPeerSilent));
     return node;
   }
 
@@ -144,6 +148,7 @@ export class GroupReplica {
     private readonly context: SimNodeContext,
     ticker: GroupTicker,
     doubtLeader: (leader: NodeId) => void,
+    isPeerSilent: (id: NodeId) => boolean,
   ) {
     const checker = context.checkerOf(groupId);
     const machine = this.machine;
@@ -172,6 +177,7 @@ export class GroupReplica {
       heartbeatTicks: 1,
       ticker,
       doubtLeader,
+      isPeerSilent,
       tuning: {
         appendEntriesMax: context.appendEntriesMax,
         inflightAppendsMax: context.inflightAppendsMax,

@@ -225,6 +225,10 @@ export class Simulation {
       snapshotInterval: 40,
       appendEntriesMax: this.profile.appendEntriesMax,
       inflightAppendsMax: this.profile.inflightAppendsMax,
+      // Odd seeds: one election at a time per node (GroupTicker's slots), so that holding a
+      // due campaign back and taking a slot away are exercised (the seed's random stream is
+      // left as it was).
+      campaignsMax: this.options.seed % 2 === 1 ? 1 : undefined,
       scheduleFlush: (flush: () => void) =>
         this.scheduler.after(0, `walFlush ${id}`, () => {
           if (this.nodes.get(id) !== 'down') flush();
