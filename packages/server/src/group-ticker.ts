@@ -12,7 +12,8 @@
  * cluster had no leader at all after 150 s, 10,000 pre-votes a second per node). So at most
  * `campaignsMax` groups of this node campaign at a time: a group whose election timeout runs
  * out (`campaignDue`) gets a slot or is held back, its timer stopped at the brink, until a
- * slot frees (its tick then starts the election). A group keeps its slot while it
+ * slot frees: when an election ends, the next group held back gets the slot and its tick
+ * at once, which starts its election. A group keeps its slot while it
  * campaigns, and loses it after `slotTicks` if others wait (a group that cannot win, its
  * majority down, must not keep the slot for good). Safety does not depend on when anyone
  * campaigns; this is liveness, and the simulator runs it with a single slot.
@@ -23,7 +24,7 @@ export interface TickedGroup {
   readonly restful: boolean;
   /** The next tick would start an election (RaftNode.campaignDue). */
   readonly campaignDue?: boolean;
-  /** It campaigns now (RaftNode.campaigning). */
+  /** It campaigns now (RaftNode.campaigning); it calls `campaignOver` when it stops. */
   readonly campaigning?: boolean;
   /** A tick for a group held back from campaigning: its Raft timer does not move, its deadlines still expire. */
   tickHeld?(now: number): void;
@@ -43,8 +44,9 @@ export class GroupTicker {
   private readonly campaignsMax: number;
   private readonly slotTicks: number;
   private ticks = 0;
-  /** Groups held back at the previous tick (a slot held too long is given up only if some wait). */
-  private waiting = 0;
+  /** Groups held back at the last tick, in order; those before `nextHeld` got a slot since. */
+  private held: TickedGroup[] = [];
+  private nextHeld = 0;
 
   constructor(options: GroupTickerOptions = {}) {
     this.campaignsMax = Math.max(1, options.campaignsMax ?? 128);
@@ -66,14 +68,14 @@ export class GroupTicker {
   tick(now: number): void {
     this.ticks += 1;
     for (const [group, since] of this.slots) {
-      const expired = this.waiting > 0 && this.ticks - since > this.slotTicks;
+      const expired = this.held.length > 0 && this.ticks - since > this.slotTicks;
       if (expired || group.campaigning !== true || !this.active.has(group)) this.slots.delete(group);
     }
-    let waiting = 0;
+    const held: TickedGroup[] = [];
     for (const group of this.active) {
       if (group.campaignDue === true && !this.slots.has(group)) {
         if (this.slots.size >= this.campaignsMax) {
-          waiting += 1;
+          held.push(group);
           group.tickHeld?.(now);
           continue;
         }
@@ -85,7 +87,23 @@ export class GroupTicker {
         this.slots.delete(group);
       }
     }
-    this.waiting = waiting;
+    this.held = held;
+    this.nextHeld = 0;
+  }
+
+  /**
+   * A group stopped campaigning (it leads, or follows the member that won): its slot goes
+   * at once to the next group held back at the last tick, whose held tick is given now, so
+   * that elections follow one another without waiting for the next tick.
+   */
+  campaignOver(group: TickedGroup, now: number): void {
+    if (!this.slots.delete(group)) return;
+    while (this.nextHeld < this.held.length && this.slots.size < this.campaignsMax) {
+      const next = this.held[this.nextHeld++]!;
+      if (!this.active.has(next) || next.campaignDue !== true || this.slots.has(next)) continue;
+      this.slots.set(next, this.ticks);
+      next.tick(now);
+    }
   }
 
   /** The number of groups ticked now (a metric). */
@@ -95,6 +113,6 @@ export class GroupTicker {
 
   /** The number of groups campaigning with a slot now, and held back at the last tick. */
   get campaigns(): { readonly running: number; readonly waiting: number } {
-    return { running: this.slots.size, waiting: this.waiting };
+    return { running: this.slots.size, waiting: this.held.length - this.nextHeld };
   }
 }

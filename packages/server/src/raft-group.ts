@@ -648,6 +648,8 @@ export class RaftGroup<R> {
       this.failReads(new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node stopped leading ${this.groupId} before the read was confirmed`), false);
     }
     for (const watcher of this.leaderWatchers) if (watcher()) this.leaderWatchers.delete(watcher);
+    // An election ended (won, or another member won): its slot goes to a waiting group now.
+    if (state.role !== 'candidate' && state.role !== 'preCandidate') this.options.ticker?.campaignOver(this, this.options.env.now());
     this.options.onSoftState?.(state);
   }
 

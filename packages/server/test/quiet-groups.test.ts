@@ -108,6 +108,25 @@ describe('GroupTicker rations elections', () => {
     expect(others.every((g) => g.won)).toBe(true);
   });
 
+  it('gives a freed slot and a tick at once to the next group held back when an election ends', () => {
+    const ticker = new GroupTicker({ campaignsMax: 1 });
+    const first = new ElectingGroup(Infinity);
+    const second = new ElectingGroup(Infinity);
+    ticker.activate(first);
+    ticker.activate(second);
+    ticker.tick(0);
+    expect([first.campaigning, second.campaigning]).toEqual([true, false]);
+    expect(ticker.campaigns).toEqual({ running: 1, waiting: 1 });
+    first.campaigning = false;
+    first.won = true;
+    ticker.campaignOver(first, 1);
+    expect(second.campaigning).toBe(true);
+    expect(ticker.campaigns).toEqual({ running: 1, waiting: 0 });
+    // A group that held no slot frees nothing.
+    ticker.campaignOver(new ElectingGroup(1), 2);
+    expect(ticker.campaigns.running).toBe(1);
+  });
+
   it('never holds back a group that does not ask (no campaignDue): leaders and followers tick as before', () => {
     const ticker = new GroupTicker({ campaignsMax: 1 });
     const plain = new FakeGroup();
