@@ -129,7 +129,7 @@ export class NodeMetrics {
   readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
   readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
   /** The number of groups ticked now (see observeGroups). */
-  private activeGroups: () => { active: number; all: number } = () => ({ active: 0, all: 0 });
+  private activeGroups: () => { active: number; all: number; campaigning?: number; waiting?: number } = () => ({ active: 0, all: 0 });
   readonly raftGroups: Gauge<'state'> = new Gauge({
     name: 'quorumq_raft_groups',
     help: "This node's Raft group replicas: all of them, and the active ones (ticked because they have work; the rest are quiet)",
@@ -139,6 +139,17 @@ export class NodeMetrics {
       const { active, all } = this.activeGroups();
       this.raftGroups.set({ state: 'all' }, all);
       this.raftGroups.set({ state: 'active' }, active);
+    },
+  });
+  readonly raftElections: Gauge<'state'> = new Gauge({
+    name: 'quorumq_raft_elections',
+    help: "This node's groups campaigning now with one of the node's election slots, and those waiting for a slot (see GroupTicker)",
+    labelNames: ['state'],
+    registers: [this.registry],
+    collect: () => {
+      const { campaigning = 0, waiting = 0 } = this.activeGroups();
+      this.raftElections.set({ state: 'campaigning' }, campaigning);
+      this.raftElections.set({ state: 'waiting' }, waiting);
     },
   });
   readonly peersSilent = new Counter({
@@ -195,7 +206,7 @@ export class NodeMetrics {
   }
 
   /** Where the group gauges read, at each scrape. */
-  observeGroups(counts: () => { active: number; all: number }): void {
+  observeGroups(counts: () => { active: number; all: number; campaigning?: number; waiting?: number }): void {
     this.activeGroups = counts;
   }
 

@@ -235,7 +235,10 @@ export class BrokerNode {
     this.queues.wire({ router: this.router, effects, duties });
     metrics.observeQueues(() => this.ledQueueCounts());
     metrics.observeMessageStore(() => messageStore.stats());
-    metrics.observeGroups(() => ({ active: this.groupTicks.activeCount, all: this.queues.size + 1 }));
+    metrics.observeGroups(() => {
+      const { running, waiting } = this.groupTicks.campaigns;
+      return { active: this.groupTicks.activeCount, all: this.queues.size + 1, campaigning: running, waiting };
+    });
   }
 
   /** A node on the given parts, running: its groups tick on the env's clock. */

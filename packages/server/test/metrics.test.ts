@@ -46,6 +46,20 @@ describe('/metrics', () => {
     expect((await scrape('/other')).status).toBe(404);
   });
 
+  it('reads the groups, and the elections running and waiting for a slot, at scrape time', async () => {
+    const metrics = new NodeMetrics();
+    server = await metrics.listen('127.0.0.1:0');
+    let counts = { active: 3, all: 10, campaigning: 2, waiting: 5 };
+    metrics.observeGroups(() => counts);
+    let { text } = await scrape();
+    expect(gauge(text, 'quorumq_raft_groups\\{state="active"\\}')).toBe(3);
+    expect(gauge(text, 'quorumq_raft_elections\\{state="campaigning"\\}')).toBe(2);
+    expect(gauge(text, 'quorumq_raft_elections\\{state="waiting"\\}')).toBe(5);
+    counts = { active: 0, all: 10, campaigning: 0, waiting: 0 };
+    ({ text } = await scrape());
+    expect(gauge(text, 'quorumq_raft_elections\\{state="waiting"\\}')).toBe(0);
+  });
+
   it(`shows a stalled event loop although the delay is sampled only every ${EVENT_LOOP_SAMPLE_MS} ms`, async () => {
     const metrics = new NodeMetrics();
     server = await metrics.listen('127.0.0.1:0');
