@@ -84,6 +84,42 @@ async function publishToAll(client: QuorumqClient, body: Buffer): Promise<number
   });
 }
 
+const seconds = (since: number): string => ((performance.now() - since) / 1000).toFixed(1);
+
+function elapsedOr(since: number, leaderless: number, limitS: number): string {
+  return leaderless === 0 ? `${seconds(since)} s` : `not within ${limitS} s (${leaderless} without)`;
+}
+
+/** Asks `client` every 500 ms until no queue's leader is `unled`; returns how many still are at the limit. */
+async function untilLed(client: QuorumqClient, since: number, limitMs: number, unled: (leader: string) => boolean): Promise<number> {
+  let leaderless = QUEUES;
+  while (leaderless > 0 && performance.now() - since < limitMs) {
+    await sleep(500);
+    try {
+      const status = await client.clusterStatus();
+      const queues = Object.values(status.queues);
+      leaderless = queues.filter((q) => unled(q.leader)).length + (QUEUES - queues.length);
+    } catch {
+      // the nodes are busy electing, or still starting: asked again
+    }
+  }
+  return leaderless;
+}
+
+/** One publish to every queue, counting those not confirmed rather than stopping at the first. */
+async function publishCounted(client: QuorumqClient, body: Buffer): Promise<{ rate: number; failed: number }> {
+  let failed = 0;
+  const rate = await pool(0, QUEUES, PUBLISHES_IN_FLIGHT, async (i) => {
+    try {
+      const result = await client.publish('', name(i), body);
+      if (result.outcome !== 'confirmed') failed += 1;
+    } catch {
+      failed += 1;
+    }
+  });
+  return { rate, failed };
+}
+
 async function main(): Promise<void> {
   const cluster = await LocalCluster.start({ env: { QUORUMQ_LOG_LEVEL: 'warn' } });
   const client = connect({ nodes: cluster.addresses });
@@ -119,28 +155,10 @@ async function main(): Promise<void> {
     await cluster.kill(victim);
     const killed = performance.now();
     const live = connect({ nodes: survivors });
-    let leaderless = QUEUES;
-    while (leaderless > 0 && performance.now() - killed < 60_000) {
-      await sleep(500);
-      try {
-        const now = await live.clusterStatus();
-        leaderless = Object.values(now.queues).filter((q) => q.leader === '' || q.leader === victim).length;
-      } catch {
-        // the survivors are busy electing: asked again
-      }
-    }
-    const elected = (performance.now() - killed) / 1000;
-    report(`kill -9 of ${victim} (led ${led.get(victim)}) -> every queue has a live leader  ${leaderless === 0 ? `${elected.toFixed(1)} s` : `not within 60 s (${leaderless} without)`}`);
-    let failed = 0;
-    const rate = await pool(0, QUEUES, PUBLISHES_IN_FLIGHT, async (i) => {
-      try {
-        const result = await live.publish('', name(i), body);
-        if (result.outcome !== 'confirmed') failed += 1;
-      } catch {
-        failed += 1;
-      }
-    });
-    report(`one publish to every queue after  ${rate.toFixed(0)} msg/s${failed > 0 ? ` (${failed} failed)` : ''} (${((performance.now() - killed) / 1000).toFixed(1)} s after the kill)`);
+    const leaderless = await untilLed(live, killed, 60_000, (leader) => leader === '' || leader === victim);
+    report(`kill -9 of ${victim} (led ${led.get(victim)}) -> every queue has a live leader  ${elapsedOr(killed, leaderless, 60)}`);
+    const after = await publishCounted(live, body);
+    report(`one publish to every queue after  ${after.rate.toFixed(0)} msg/s${after.failed > 0 ? ` (${after.failed} failed)` : ''} (${seconds(killed)} s after the kill)`);
     await live.close();
 
     // The whole cluster restarts (a power cut): every queue of every node needs a leader at once.
@@ -148,28 +166,10 @@ async function main(): Promise<void> {
     const restarted = performance.now();
     for (const id of cluster.ids) cluster.startNode(id);
     const all = connect({ nodes: cluster.addresses });
-    leaderless = QUEUES;
-    while (leaderless > 0 && performance.now() - restarted < 120_000) {
-      await sleep(500);
-      try {
-        const now = await all.clusterStatus();
-        leaderless = Object.values(now.queues).filter((q) => q.leader === '').length + (QUEUES - Object.keys(now.queues).length);
-      } catch {
-        // still starting
-      }
-    }
-    const restartSeconds = (performance.now() - restarted) / 1000;
-    report(`kill -9 of every node, start all -> every queue has a leader  ${leaderless === 0 ? `${restartSeconds.toFixed(1)} s` : `not within 120 s (${leaderless} without)`}`);
-    failed = 0;
-    const afterRestart = await pool(0, QUEUES, PUBLISHES_IN_FLIGHT, async (i) => {
-      try {
-        const result = await all.publish('', name(i), body);
-        if (result.outcome !== 'confirmed') failed += 1;
-      } catch {
-        failed += 1;
-      }
-    });
-    report(`one publish to every queue after  ${afterRestart.toFixed(0)} msg/s${failed > 0 ? ` (${failed} failed)` : ''} (${((performance.now() - restarted) / 1000).toFixed(1)} s after the start)`);
+    const unled = await untilLed(all, restarted, 120_000, (leader) => leader === '');
+    report(`kill -9 of every node, start all -> every queue has a leader  ${elapsedOr(restarted, unled, 120)}`);
+    const restartedRate = await publishCounted(all, body);
+    report(`one publish to every queue after  ${restartedRate.rate.toFixed(0)} msg/s${restartedRate.failed > 0 ? ` (${restartedRate.failed} failed)` : ''} (${seconds(restarted)} s after the start)`);
     await all.close();
   } finally {
     await client.close();
