@@ -68,7 +68,7 @@ export class GroupTicker {
   tick(now: number): void {
     this.ticks += 1;
     for (const [group, since] of this.slots) {
-      const expired = this.held.length > 0 && this.ticks - since > this.slotTicks;
+      const expired = this.held.length > this.nextHeld && this.ticks - since > this.slotTicks;
       if (expired || group.campaigning !== true || !this.active.has(group)) this.slots.delete(group);
     }
     const held: TickedGroup[] = [];
