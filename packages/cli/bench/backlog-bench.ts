@@ -6,7 +6,9 @@
  * timing the restart until the first message is delivered; drains the queue with acks; and
  * prints RSS and disk use again once the nodes settled after the drain.
  *
- * `--bodies N` sets the message size; `--settle S` the seconds to wait after the drain.
+ * `--bodies N` sets the message size; `--settle S` the seconds to wait after the publish and
+ * after the drain before RSS is read (an idle node gives memory back at its next checks,
+ * every 2 s: see the server's idle-memory.ts). The peak RSS while publishing is printed too.
  */
 import { LocalCluster } from '@quorumq/cli';
 import { connect, type QuorumqClient } from '@quorumq/client';
@@ -89,10 +91,13 @@ async function main(): Promise<void> {
     await client.declareQueue(QUEUE, { deliveryLimit: -1 });
     await new Promise((resolve) => setTimeout(resolve, 1500));
     await client.clusterStatus();
-    const publishRate = await publishAll(client);
+    const peak = cluster.nodes.map(() => 0);
+    const sampler = setInterval(() => rssOf(cluster).forEach((rss, i) => (peak[i] = Math.max(peak[i] ?? 0, rss))), 250);
+    const publishRate = await publishAll(client).finally(() => clearInterval(sampler));
     report(`publish into the growing queue     ${publishRate.toFixed(0)} msg/s (${MESSAGES} x ${BODY.length} B, ${IN_FLIGHT} in flight)`);
-    await new Promise((resolve) => setTimeout(resolve, 3000));
-    report(line(`RSS per node, ${MESSAGES} queued`, rssOf(cluster)));
+    report(line('RSS per node, peak while publishing', peak));
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_S * 1000));
+    report(line(`RSS per node, ${MESSAGES} queued (+${SETTLE_S} s)`, rssOf(cluster)));
     const queued = await client.queueStatus(QUEUE);
     report(`messages queued before the restart  ${queued.ready + queued.unacked}`);
     report(line('disk per node, queued', diskOf(cluster)));

@@ -8,3 +8,4 @@ export {
 } from './local-cluster.js';
 export { healthStatus } from './health.js';
 export { ensureClusterSecret, CLUSTER_SECRET_FILE } from './cluster-secret.js';
+export { NODE_PROCESS_FLAGS, nodeProcessArgs } from './node-process.js';

@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
+import { NODE_PROCESS_FLAGS } from './node-process.js';
 
 export const CLI_MAIN = resolve(dirname(fileURLToPath(import.meta.url)), 'main.js');
 
@@ -135,7 +136,7 @@ export class LocalCluster {
     const node = this.node(id);
     if (node.process !== null) throw new Error(`${id} is running`);
     const peers = this.options.peersOf?.(id) ?? this.nodes.map((n) => `${n.id}=${n.address}`).join(',');
-    const child = spawn(process.execPath, [CLI_MAIN, 'node'], {
+    const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, CLI_MAIN, 'node'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...process.env,

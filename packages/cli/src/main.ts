@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
+import { nodeProcessArgs } from './node-process.js';
 import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
 
 function integer(value: string): number {
@@ -101,7 +102,7 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
   ids.forEach((id, i) => {
     const dataDir = resolve(options.data, id);
     mkdirSync(dataDir, { recursive: true });
-    const child = spawn(process.execPath, [...process.execArgv, main, 'node'], {
+    const child = spawn(process.execPath, [...nodeProcessArgs(process.execArgv), main, 'node'], {
       stdio: ['ignore', format === null ? 'inherit' : 'pipe', 'inherit'],
       env: {
         ...process.env,

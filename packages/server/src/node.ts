@@ -38,6 +38,8 @@ import type { PeerLink } from './peer-link.js';
 import { NODE_BEAT_GROUP, PeerLiveness } from './peer-liveness.js';
 import { ProposalRouter } from './proposal-router.js';
 import { QueueReplicas, type GroupSetup } from './queue-replicas.js';
+import { loadHeapTrim } from './heap-trim.js';
+import { IdleMemory } from './idle-memory.js';
 import { queueCounts } from './queue-view.js';
 import { RaftGroup } from './raft-group.js';
 import type { GroupMessage } from './raft-codec.js';
@@ -287,10 +289,14 @@ export class BrokerNode {
     await node.checkDisk();
     memoryAlarm.check();
     const started = node;
+    const heap = loadHeapTrim();
+    for (const missing of heap.missing) logger.info(`an idle node gives memory back to the system without a part: ${missing}`);
+    const idleMemory = new IdleMemory(() => started.queues.all(), heap.trim);
     node.diskTimer = every(systemEnv, 2000, () => {
       void started.checkDisk();
       // An idle store keeps no read cache (consumers quiet, or the backlog drained).
       messageStore.dropCacheIfUnused();
+      idleMemory.check();
       memoryAlarm.check();
     });
     if (config.metricsListen !== null) node.metricsServer = await metrics.listen(config.metricsListen);

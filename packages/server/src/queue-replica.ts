@@ -60,6 +60,13 @@ const OK: Reply = { type: 'ok' };
  */
 export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 64;
 
+/**
+ * A replica found idle by the node's check (see idleCheck) asks for a snapshot when its log
+ * since the last one holds at least this many bytes: the Raft log keeps those entries in
+ * memory until a snapshot, which an idle queue would otherwise never take.
+ */
+export const IDLE_SNAPSHOT_LOG_BYTES_MIN = 4 * 1024 * 1024;
+
 /** Column values the machine's snapshot encoder handles per unit of its step budget (its chunk). */
 const MACHINE_VALUES_PER_STEP_UNIT = 2048;
 
@@ -112,6 +119,11 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   private commandsSinceSnapshot = 0;
   /** Bytes of the entries applied since then: how much the log grew. */
   private logBytesSinceSnapshot = 0;
+  /** Commands applied since the replica was made, and as of the node's last idle check. */
+  private commandsApplied = 0;
+  private commandsAtIdleCheck = 0;
+  /** The idle check asked for a snapshot (see idleCheck). */
+  private idleSnapshotWanted = false;
   /** Restored from a portable snapshot (the bytes inline): replace it with a local one soon. */
   private restoredPortable = false;
   /** Memory reused from one snapshot taken in steps to the next (see snapshotSteps). */
@@ -154,6 +166,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
 
   private applyCommand(index: number, term: number, now: number, { command, message, key }: DecodedCommand, leader: boolean): QueueApplyResult {
     this.commandsSinceSnapshot += 1;
+    this.commandsApplied += 1;
     const result = apply({ index, term, now }, command, this.state);
     this.state = result.state;
     const reply = result.reply;
@@ -222,7 +235,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    */
   snapshotDue(snapshotInterval: number): boolean {
     if (this.commandsSinceSnapshot === 0) return false;
-    if (this.restoredPortable) return true;
+    if (this.restoredPortable || this.idleSnapshotWanted) return true;
     if (this.bodies.pinnedBytes >= Math.max(SNAPSHOT_PINNED_BYTES_MIN, this.bodies.bytes)) return true;
     // A drained queue lets the last records go (and the store its handle slots) at once:
     // cheap, nothing is listed, and at most one such snapshot follows each regular one.
@@ -230,6 +243,23 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     if (this.commandsSinceSnapshot < snapshotInterval) return false;
     const logBytes = Math.max(this.options.snapshotLogBytesMin ?? 0, SNAPSHOT_LOG_BYTES_PER_MESSAGE * this.state.messages.size);
     return this.logBytesSinceSnapshot >= logBytes;
+  }
+
+  /**
+   * The node's periodic check (see IdleMemory). A replica that applied nothing since the
+   * last check gives back the memory it keeps for work: the scratch its snapshots reuse
+   * (a copy of the machine's columns at their peak size), and, when `logMayGo` allows it,
+   * the entries since its last snapshot, which the Raft log keeps in memory until the next
+   * one, by asking for a snapshot once they hold IDLE_SNAPSHOT_LOG_BYTES_MIN or more (the
+   * group takes it: RaftGroup.snapshotIfDue). Returns whether the replica was idle.
+   */
+  idleCheck(logMayGo: () => boolean): boolean {
+    const idle = this.commandsApplied === this.commandsAtIdleCheck;
+    this.commandsAtIdleCheck = this.commandsApplied;
+    if (!idle) return false;
+    this.scratch = null;
+    if (this.logBytesSinceSnapshot >= IDLE_SNAPSHOT_LOG_BYTES_MIN && logMayGo()) this.idleSnapshotWanted = true;
+    return true;
   }
 
   /** The local form: the machine and references into this node's message store. */
@@ -252,7 +282,10 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     this.logBytesSinceSnapshot = 0;
     this.restoredPortable = false;
     // The memory of the last snapshot taken in steps is reused (one is taken at a time,
-    // see RaftGroup; a snapshot taken at once uses its own).
+    // see RaftGroup; a snapshot taken at once uses its own), except by the one an idle
+    // replica asked for: that memory is what it gives back.
+    if (this.idleSnapshotWanted) reuse = false;
+    this.idleSnapshotWanted = false;
     const scratch = reuse ? (this.scratch ??= { machine: new SnapshotScratch(), listing: null, messageIds: new PackedDeltas(), recordIds: new PackedDeltas() }) : null;
     const encoding = encodeSnapshotLater(this.state, scratch?.machine ?? null);
     const held = encoding.state.messages;
@@ -349,6 +382,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   restore(data: Uint8Array): void {
     this.commandsSinceSnapshot = 0;
     this.logBytesSinceSnapshot = 0;
+    this.idleSnapshotWanted = false;
     const adopted = this.options.adopted?.take(this.groupId) ?? null;
     // The snapshot the node adopted records for at its start is this one: decoded already.
     const snapshot = adopted !== null && adopted.data === data ? adopted.snapshot : decodeQueueSnapshot(data);

@@ -288,6 +288,33 @@ export class RaftGroup<R> {
     return this.raft.status();
   }
 
+  /** A snapshot is being built or saved. */
+  get snapshotInProgress(): boolean {
+    return this.snapshotting !== null;
+  }
+
+  /**
+   * Whether compacting this replica's log to what it applied keeps every member able to
+   * catch up from entries: true on a follower (it serves no one), and on a leader whose
+   * every member has matched what it applied (one that has not would need a snapshot).
+   */
+  membersHaveApplied(): boolean {
+    const status = this.raft.status();
+    if (status.role !== 'leader') return true;
+    for (const progress of status.progress.values()) if (progress.match < this.machineIndex) return false;
+    return true;
+  }
+
+  /**
+   * Takes a snapshot if the machine finds one due now: the node's idle check asks (see
+   * QueueReplica.idleCheck), as nothing else would while no entry is applied. A turn of the
+   * Ready loop that is running checks at its end.
+   */
+  snapshotIfDue(): void {
+    if (this.loopRunning || this.stopped) return;
+    void this.maybeSnapshot().catch((error: unknown) => this.fatal(error));
+  }
+
   /** Drives the core's clock; also fails proposals whose deadline passed (see `propose`). */
   tick(now = this.options.env.now()): void {
     if (now >= this.nextDeadline) this.expirePending(now);

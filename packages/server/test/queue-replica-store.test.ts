@@ -353,6 +353,28 @@ describe('a queue replica on the message store', () => {
     expect(r.snapshotDue(1024)).toBe(false);
   });
 
+  it('an idle replica with a long log since its snapshot asks for one; a busy one, or one whose log must stay, does not', async () => {
+    const store = await stores.open();
+    const r = replica(store);
+    // 5,000 x 1 KiB: over IDLE_SNAPSHOT_LOG_BYTES_MIN of log, far under the regular rule's bytes and interval.
+    let index = fill(r, 5000, 1024);
+    expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
+    expect(r.idleCheck(() => true)).toBe(false); // it applied since the last check
+    expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
+    expect(r.idleCheck(() => false)).toBe(true); // idle, but a member still needs the entries
+    expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
+    expect(r.idleCheck(() => true)).toBe(true);
+    expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(true);
+    const taken = decodeQueueSnapshot(r.snapshot());
+    expect(taken.refs?.messageIds.length).toBe(5000);
+    expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
+    // A short log since the snapshot is not worth one.
+    index = fill(r, 100, 1024, index);
+    expect(r.idleCheck(() => true)).toBe(false);
+    expect(r.idleCheck(() => true)).toBe(true);
+    expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
+  });
+
   it('releases its records on close(), pinned ones included', async () => {
     const store = await stores.open();
     const r = replica(store);
