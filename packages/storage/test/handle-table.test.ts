@@ -1,11 +1,11 @@
 /**
- * HandleTable (message-store/handles.ts): slots per live record in typed-array columns. Its
- * memory follows the live records: it grows when full, and gives capacity back once the live
- * slots fall under a quarter of it (a drained node does not keep a table sized for its peak).
+ * HandleTable (message-store/handles.ts): slots per live record in typed-array columns cut in
+ * pages. Its memory follows the live records: pages are made when needed and dropped once
+ * none of their slots is live (a drained node does not keep a table sized for its peak).
  */
 import { describe, expect, it } from 'vitest';
 
-import { HANDLE_SLOT_BYTES, HandleTable } from '../src/message-store/handles.js';
+import { HANDLE_SLOT_BYTES, HandleTable, PAGE_SLOTS } from '../src/message-store/handles.js';
 
 describe('HandleTable', () => {
   it('keeps each live slot readable while it grows and shrinks, and gives memory back after a drain', () => {
@@ -51,5 +51,63 @@ describe('HandleTable', () => {
     expect(Math.max(...fresh)).toBeLessThan(6000 + 1000);
     for (const h of handles.slice(0, 1000)) expect(table.recordId(h)).toBe(h);
     for (let i = 0; i < fresh.length; i++) expect(table.recordId(fresh[i]!)).toBe(1_000_000 + i);
+  });
+
+  it('gives back all but the pages of the last live records when those hold the highest slots (a drained backlog\'s tail)', () => {
+    const table = new HandleTable();
+    const handles: number[] = [];
+    for (let i = 0; i < 200_000; i++) handles.push(table.allocate(i, 0, i, 1));
+    const peak = table.memoryBytes;
+    for (let i = 0; i < handles.length - 512; i++) table.release(handles[i]!);
+    table.trim();
+    expect(table.live).toBe(512);
+    expect(table.memoryBytes).toBeLessThanOrEqual(2 * PAGE_SLOTS * HANDLE_SLOT_BYTES);
+    expect(table.memoryBytes).toBeLessThan(peak / 10);
+    for (let i = handles.length - 512; i < handles.length; i++) {
+      const h = handles[i]!;
+      expect(table.isLive(h)).toBe(true);
+      expect(table.recordId(h)).toBe(i);
+    }
+    // The free slots of the pages kept go first, then those of the lowest dropped page, made
+    // anew: the table does not grow.
+    const keptFree = 200_000 - Math.floor(200_000 / PAGE_SLOTS) * PAGE_SLOTS - 512;
+    const fresh: number[] = [];
+    for (let i = 0; i < keptFree + 1000; i++) fresh.push(table.allocate(500_000 + i, 1, i, 2));
+    expect(Math.min(...fresh.slice(0, keptFree))).toBeGreaterThanOrEqual(Math.floor(200_000 / PAGE_SLOTS) * PAGE_SLOTS);
+    expect(fresh.slice(keptFree)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
+    expect(table.slots).toBe(200_000);
+    for (let i = 0; i < fresh.length; i++) expect(table.recordId(fresh[i]!)).toBe(500_000 + i);
+    expect(table.isLive(handles[0]!)).toBe(fresh.includes(handles[0]!));
+  });
+
+  it('never hands out a live slot, whatever the order of allocations and releases', () => {
+    const table = new HandleTable();
+    const live = new Map<number, number>();
+    let seed = 12345;
+    const next = (n: number): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed % n;
+    };
+    let id = 0;
+    for (let round = 0; round < 60_000; round++) {
+      // Phases of growth and of draining, so that pages fill, empty, drop and come back.
+      const grow = Math.floor(round / 10_000) % 2 === 0 ? 3 : 1;
+      if (live.size === 0 || next(4) < grow) {
+        const h = table.allocate(id, 0, id, 1);
+        expect(live.has(h)).toBe(false);
+        live.set(h, id++);
+      } else {
+        const keys = [...live.keys()];
+        const h = keys[next(keys.length)]!;
+        expect(table.release(h)).toBe(true);
+        live.delete(h);
+      }
+      if (round % 7_919 === 0) table.trim();
+    }
+    expect(table.live).toBe(live.size);
+    for (const [h, recordId] of live) {
+      expect(table.isLive(h)).toBe(true);
+      expect(table.recordId(h)).toBe(recordId);
+    }
   });
 });

@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { HANDLE_SLOT_BYTES } from '../message-store/handles.js';
+import { HANDLE_SLOT_BYTES, PAGE_SLOTS } from '../message-store/handles.js';
 import { MessageStore } from '../message-store/store.js';
 import { NodeWalFs } from '../node-wal-fs.js';
 
@@ -124,7 +124,7 @@ async function main(): Promise<void> {
   console.log(row('    drain: MB/s', pick((r) => mb(r.drainPerSec)), 1));
   console.log(row('disk bytes per record', pick((r) => r.diskBytes / RECORDS), 1));
   console.log('');
-  console.log(`handle table: ${HANDLE_SLOT_BYTES} bytes per live record (grows by half: at most ${HANDLE_SLOT_BYTES * 1.5} right after growing)`);
+  console.log(`handle table: ${HANDLE_SLOT_BYTES} bytes per live record, in pages of ${PAGE_SLOTS} slots dropped once empty`);
 }
 
 await main();

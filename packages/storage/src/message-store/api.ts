@@ -77,8 +77,8 @@ export interface MessageStoreApi {
   stats(): MessageStoreStats;
   /**
    * Empties the read-ahead cache if nothing was read through it since the previous call;
-   * returns the bytes it dropped. A node calls it every few seconds: an idle store keeps no
-   * cache.
+   * returns the bytes it dropped. Also drops the handle table's pages that hold no live
+   * record now. A node calls it every few seconds: an idle store keeps no cache.
    */
   dropCacheIfUnused(): number;
   /** Flushes and closes. Not durable unless `sync()` resolved first. */

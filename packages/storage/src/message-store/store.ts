@@ -664,6 +664,7 @@ export class MessageStore implements MessageStoreApi {
   // ------------------------------------------------------------------ lifecycle
 
   dropCacheIfUnused(): number {
+    this.handles.trim();
     return this.reader.dropCacheIfUnused();
   }
 
