@@ -253,6 +253,11 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    * one, by asking for a snapshot once they hold IDLE_SNAPSHOT_LOG_BYTES_MIN or more (the
    * group takes it: RaftGroup.snapshotIfDue). Returns whether the replica was idle.
    */
+  /** The idle check asked for a snapshot that has not begun yet. */
+  get idleSnapshotPending(): boolean {
+    return this.idleSnapshotWanted;
+  }
+
   idleCheck(logMayGo: () => boolean): boolean {
     const idle = this.commandsApplied === this.commandsAtIdleCheck;
     this.commandsAtIdleCheck = this.commandsApplied;

@@ -16,16 +16,21 @@ interface FakeQueue {
   /** What each idle check was told about the log (logMayGo). */
   readonly asked: boolean[];
   snapshotRequests: number;
+  /** What the replica's idleSnapshotPending answers. */
+  wantsSnapshot: boolean;
 }
 
 function fakeQueue(): FakeQueue & Pick<LocalQueue, never> {
-  const queue = { busy: false, snapshotting: false, membersApplied: true, asked: [] as boolean[], snapshotRequests: 0 };
+  const queue = { busy: false, snapshotting: false, membersApplied: true, asked: [] as boolean[], snapshotRequests: 0, wantsSnapshot: false };
   return Object.assign(queue, {
     replica: {
       idleCheck: (logMayGo: () => boolean): boolean => {
         if (queue.busy) return false;
         queue.asked.push(logMayGo());
         return true;
+      },
+      get idleSnapshotPending(): boolean {
+        return queue.wantsSnapshot;
       },
     },
     group: {
@@ -52,9 +57,18 @@ describe('IdleMemory', () => {
     const { memory, releases } = setup([fake]);
     for (let i = 0; i < 5; i++) expect(memory.check()).toBe(false);
     expect(releases()).toBe(0);
-    // Idle replicas are still told, and their groups may snapshot.
+    // Idle replicas are still told.
     expect(fake.asked.length).toBe(5);
-    expect(fake.snapshotRequests).toBe(5);
+  });
+
+  it('asks the group to snapshot only for a replica that wants one', () => {
+    const fake = fakeQueue();
+    const { memory } = setup([fake]);
+    memory.check();
+    expect(fake.snapshotRequests).toBe(0);
+    fake.wantsSnapshot = true;
+    memory.check();
+    expect(fake.snapshotRequests).toBe(1);
   });
 
   it('after work, releases at the next idle checks, a bounded number of times, then again only after more work', () => {

@@ -363,9 +363,12 @@ describe('a queue replica on the message store', () => {
     expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
     expect(r.idleCheck(() => false)).toBe(true); // idle, but a member still needs the entries
     expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
+    expect(r.idleSnapshotPending).toBe(false);
     expect(r.idleCheck(() => true)).toBe(true);
+    expect(r.idleSnapshotPending).toBe(true);
     expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(true);
     const taken = decodeQueueSnapshot(r.snapshot());
+    expect(r.idleSnapshotPending).toBe(false);
     expect(taken.refs?.messageIds.length).toBe(5000);
     expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
     // A short log since the snapshot is not worth one.
