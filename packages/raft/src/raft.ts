@@ -245,6 +245,19 @@ export class RaftNode {
     this.wakeUp(memberSilent, true);
   }
 
+  /**
+   * The driver heard from `member`'s node again after a gap (it was out of reach). A quiet
+   * leader wakes if that member lacks entries: it went quiet while the member was not heard
+   * from (see canQuiesce), its appends to the member were lost, and a quiet group sends
+   * nothing that would catch the member up. Liveness only, like `wake`.
+   */
+  memberBack(member: NodeId): void {
+    if (!this.quiet || this.role !== 'leader' || member === this.id) return;
+    const progress = this.progress.get(member);
+    if (progress === undefined || progress.match >= this.log.lastIndex()) return;
+    this.wakeUp(null, false);
+  }
+
   /** `askLeader`: a follower asks its leader to heartbeat again (not when the leader woke it). */
   private wakeUp(memberSilent: NodeId | null, askLeader: boolean): void {
     if (!this.quiet) return;

@@ -69,6 +69,31 @@ describe('quiescence', () => {
     c.assertSafe();
   });
 
+  test('a quiet follower whose appends were lost stays behind a quiet leader until the driver says its node is back (memberBack)', () => {
+    const c = quietGroup();
+    expect(quietIds(c)).toEqual(IDS);
+    // c's node drops out of reach: the append of y is lost, and the leader goes quiet again
+    // without c (not heard from in its window), while c, quiet since x, hears nothing.
+    c.isolate('c');
+    c.propose('a', 'y');
+    run(c, 40);
+    expect(c.raft('a').isQuiet).toBe(true);
+    c.heal();
+    run(c, 500);
+    expect(c.node('b').machine).toEqual(['x', 'y']);
+    expect(c.node('c').machine).toEqual(['x']);
+    // A member caught up is no reason to wake.
+    c.raft('a').memberBack('b');
+    expect(c.raft('a').isQuiet).toBe(true);
+    // The driver hears from c's node again after a gap.
+    c.raft('a').memberBack('c');
+    expect(c.raft('a').isQuiet).toBe(false);
+    run(c, 60);
+    expect(c.node('c').machine).toEqual(['x', 'y']);
+    expect(quietIds(c)).toEqual(IDS);
+    c.assertSafe();
+  });
+
   test('a quiet follower never notices its leader crash by itself; woken as the leader\'s node went silent, it elects within three election timeouts', () => {
     const c = quietGroup();
     c.crash('a');

@@ -38,7 +38,7 @@ import type { PeerLink } from './peer-link.js';
 import { NODE_BEAT_GROUP, PeerLiveness } from './peer-liveness.js';
 import { ProposalRouter } from './proposal-router.js';
 import { QueueReplicas, type GroupSetup } from './queue-replicas.js';
-import { loadHeapTrim } from './heap-trim.js';
+import { loadHeapTrim, type HeapTrim } from './heap-trim.js';
 import { IdleMemory } from './idle-memory.js';
 import { queueCounts } from './queue-view.js';
 import { RaftGroup } from './raft-group.js';
@@ -74,6 +74,8 @@ export interface BrokerNodeParts {
   readonly testOnlyBugs?: NodeTestOnlyBugs;
   /** The memory alarm (spec 2), sampled by a real node; none in the simulator. */
   readonly memoryAlarm?: MemoryAlarm;
+  /** Gives an idle node's free heap back to the system (see IdleMemory); none in the simulator. */
+  readonly heapTrim?: HeapTrim | null;
 }
 
 /** What `BrokerNode.start` takes from outside beyond the config (a test drives these). */
@@ -109,6 +111,8 @@ export class BrokerNode {
   /** Messages for queue groups this node will create once it applies their declare. */
   private readonly early: EarlyMessages;
   private diskTimer: Timer | null = null;
+  /** See checkIdle. */
+  private readonly idleMemory: IdleMemory;
   private metricsServer: HttpServer | null = null;
   private stopping = false;
   private metaLeaderHandlers: Array<() => void> = [];
@@ -138,6 +142,7 @@ export class BrokerNode {
     };
     const isPeerSilent = (peer: NodeId): boolean => this.liveness.isSilent(peer);
 
+    this.idleMemory = new IdleMemory(() => this.queues.all(), parts.heapTrim ?? null);
     this.meta = new MetaMachine((name) => this.queues.reconcileSoon(name));
     this.early = new EarlyMessages(2 * config.electionTicks * config.tickMs);
     this.queues = new QueueReplicas({
@@ -285,22 +290,31 @@ export class BrokerNode {
       metrics.peerMessages.inc(messages);
     });
     const memoryAlarm = MemoryAlarm.ofProcess(config, logger, metrics, host.residentMemoryBytes);
-    node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, logger, metrics, onFatal, memoryAlarm });
+    const heap = loadHeapTrim();
+    for (const missing of heap.missing) logger.info(`an idle node gives memory back to the system without a part: ${missing}`);
+    node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, logger, metrics, onFatal, memoryAlarm, heapTrim: heap.trim });
     await node.checkDisk();
     memoryAlarm.check();
     const started = node;
-    const heap = loadHeapTrim();
-    for (const missing of heap.missing) logger.info(`an idle node gives memory back to the system without a part: ${missing}`);
-    const idleMemory = new IdleMemory(() => started.queues.all(), heap.trim);
     node.diskTimer = every(systemEnv, 2000, () => {
       void started.checkDisk();
       // An idle store keeps no read cache (consumers quiet, or the backlog drained).
       messageStore.dropCacheIfUnused();
-      idleMemory.check();
+      started.checkIdle();
       memoryAlarm.check();
     });
     if (config.metricsListen !== null) node.metricsServer = await metrics.listen(config.metricsListen);
     return node;
+  }
+
+  /**
+   * The periodic check of memory that follows work (IdleMemory): idle replicas give back
+   * their snapshot scratch and snapshot a long log; an idle node then releases its heap.
+   * A real node calls it every 2 s; the simulator on its own schedule.
+   */
+  checkIdle(): void {
+    if (this.stopping) return;
+    this.idleMemory.check();
   }
 
   /** This node's copy of the topology (it may lag the metadata leader: see metaBarrier). */
@@ -337,7 +351,10 @@ export class BrokerNode {
 
   /** A batch or a beat arrived from `peer` (see PeerLiveness). */
   heardFrom(peer: NodeId): void {
-    this.liveness.heard(peer, this.env.now());
+    if (!this.liveness.heard(peer, this.env.now())) return;
+    // Back after a gap: a quiet group this node leads may have left it behind.
+    this.metaGroup.peerBack(peer);
+    for (const queue of this.queues.all()) queue.group.peerBack(peer);
   }
 
   /** No batch from `peer` for an election timeout: the groups it leads elect, the quiet groups that must notice wake. */

@@ -45,16 +45,25 @@ export class PeerLiveness {
     /** An election timeout, in ms. */
     private readonly silentAfterMs: number,
     now: number,
+    /** A gap after which a peer heard again counts as back (see `heard`). */
+    private readonly backAfterMs: number = silentAfterMs / 4,
   ) {
     for (const peer of peers) this.lastHeard.set(peer, { at: now, stalledMs: 0 });
     this.lastCheck = now;
   }
 
-  /** A batch (or a beat) arrived from `peer`. */
-  heard(peer: NodeId, now: number): void {
-    if (!this.lastHeard.has(peer)) return;
+  /**
+   * A batch (or a beat) arrived from `peer`. Returns true when it is the first for at least
+   * `backAfterMs` (a quarter of an election timeout by default; beats come every heartbeat
+   * interval), this node's own stalls not counted: the peer was out of reach, and a quiet
+   * group may have left it behind (see RaftGroup.peerBack).
+   */
+  heard(peer: NodeId, now: number): boolean {
+    const before = this.lastHeard.get(peer);
+    if (before === undefined) return false;
     this.lastHeard.set(peer, { at: now, stalledMs: this.stalledMs });
     this.silent.delete(peer);
+    return now - before.at - (this.stalledMs - before.stalledMs) >= this.backAfterMs;
   }
 
   /** Whether `peer` was reported silent and has not been heard from since. */

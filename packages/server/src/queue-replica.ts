@@ -60,13 +60,6 @@ const OK: Reply = { type: 'ok' };
  */
 export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 64;
 
-/**
- * A replica found idle by the node's check (see idleCheck) asks for a snapshot when its log
- * since the last one holds at least this many bytes: the Raft log keeps those entries in
- * memory until a snapshot, which an idle queue would otherwise never take.
- */
-export const IDLE_SNAPSHOT_LOG_BYTES_MIN = 4 * 1024 * 1024;
-
 /** Column values the machine's snapshot encoder handles per unit of its step budget (its chunk). */
 const MACHINE_VALUES_PER_STEP_UNIT = 2048;
 
@@ -250,8 +243,9 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    * last check gives back the memory it keeps for work: the scratch its snapshots reuse
    * (a copy of the machine's columns at their peak size), and, when `logMayGo` allows it,
    * the entries since its last snapshot, which the Raft log keeps in memory until the next
-   * one, by asking for a snapshot once they hold IDLE_SNAPSHOT_LOG_BYTES_MIN or more (the
-   * group takes it: RaftGroup.snapshotIfDue). Returns whether the replica was idle.
+   * one, by asking for a snapshot once they hold `snapshotLogBytesMin` or more (the node's
+   * least log between snapshots, 4 MiB by default; the group takes it: RaftGroup.snapshotIfDue).
+   * Returns whether the replica was idle.
    */
   /** The idle check asked for a snapshot that has not begun yet. */
   get idleSnapshotPending(): boolean {
@@ -263,7 +257,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     this.commandsAtIdleCheck = this.commandsApplied;
     if (!idle) return false;
     this.scratch = null;
-    if (this.logBytesSinceSnapshot >= IDLE_SNAPSHOT_LOG_BYTES_MIN && logMayGo()) this.idleSnapshotWanted = true;
+    if (this.logBytesSinceSnapshot >= (this.options.snapshotLogBytesMin ?? 0) && this.logBytesSinceSnapshot > 0 && logMayGo()) this.idleSnapshotWanted = true;
     return true;
   }
 

@@ -268,6 +268,12 @@ export class RaftGroup<R> {
     this.guard(() => this.raft.leaderLost(first));
   }
 
+  /** `peer`'s node is heard from again after a gap: a quiet leader that left it behind wakes (RaftNode.memberBack). */
+  peerBack(peer: NodeId): void {
+    if (this.stopped || !this.raft.isQuiet || this.raft.currentRole !== 'leader') return;
+    this.guard(() => this.raft.memberBack(peer));
+  }
+
   get groupId(): string {
     return this.options.groupId;
   }

@@ -355,8 +355,8 @@ describe('a queue replica on the message store', () => {
 
   it('an idle replica with a long log since its snapshot asks for one; a busy one, or one whose log must stay, does not', async () => {
     const store = await stores.open();
-    const r = replica(store);
-    // 5,000 x 1 KiB: over IDLE_SNAPSHOT_LOG_BYTES_MIN of log, far under the regular rule's bytes and interval.
+    const r = replica(store, { snapshotLogBytesMin: 4 * 1024 * 1024 });
+    // 5,000 x 1 KiB: over snapshotLogBytesMin of log, under the regular rule's bytes (64 B per message) and interval.
     let index = fill(r, 5000, 1024);
     expect(r.snapshotDue(Number.MAX_SAFE_INTEGER)).toBe(false);
     expect(r.idleCheck(() => true)).toBe(false); // it applied since the last check

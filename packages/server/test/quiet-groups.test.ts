@@ -158,6 +158,15 @@ describe('PeerLiveness', () => {
     expect(liveness.check(1_150)).toEqual([]);
   });
 
+  it('says a peer is back when its first batch after a gap of a quarter election timeout arrives, not for regular beats', () => {
+    const liveness = new PeerLiveness(['n2'], 500, 0);
+    for (let now = 50; now <= 300; now += 50) expect(liveness.heard('n2', now)).toBe(false);
+    // 200 ms without a beat (125 ms is a quarter of the timeout): out of reach, then back.
+    expect(liveness.heard('n2', 500)).toBe(true);
+    expect(liveness.heard('n2', 550)).toBe(false);
+    expect(liveness.heard('unknown', 2_000)).toBe(false);
+  });
+
   it('does not count a stall of this node (a late check) against its peers: their beats wait unread', () => {
     const liveness = new PeerLiveness(['n2', 'n3'], 500, 0);
     expect(liveness.check(50)).toEqual([]);

@@ -27,16 +27,18 @@ const program = new Command()
   .option('--trace', 'with --seed: print every event')
   .option('--bug <name>', `plant a bug to check that it is caught (Raft: ${SIM_BUGS.join(', ')}; broker: ${BROKER_SIM_BUGS.join(', ')})`, bug)
   .option('--stop-on-failure', 'stop at the first failing seed')
-  .action(async (options: { seeds: number; from: number; seed?: number; trace?: boolean; bug?: string[]; stopOnFailure?: boolean; broker?: boolean }) => {
+  .option('--no-idle-checks', "with --broker: leave out the nodes' periodic idle checks (memory that follows work), which run by default")
+  .action(async (options: { seeds: number; from: number; seed?: number; trace?: boolean; bug?: string[]; stopOnFailure?: boolean; broker?: boolean; idleChecks?: boolean }) => {
     if (options.broker === true) {
       const bugs = brokerBugs(options.bug ?? []);
+      const idleChecks = options.idleChecks !== false;
       if (options.seed !== undefined) {
-        const result = await runBrokerSeed({ seed: options.seed, bugs, ...(options.trace === true ? { trace: (line: string) => console.log(line) } : {}) });
+        const result = await runBrokerSeed({ seed: options.seed, bugs, idleChecks, ...(options.trace === true ? { trace: (line: string) => console.log(line) } : {}) });
         printBroker(result);
         process.exitCode = result.ok ? 0 : 1;
         return;
       }
-      await runManyBroker(options.from, options.seeds, bugs, options.stopOnFailure === true);
+      await runManyBroker(options.from, options.seeds, bugs, options.stopOnFailure === true, idleChecks);
       return;
     }
     const unknown = (options.bug ?? []).filter((b) => !(SIM_BUGS as readonly string[]).includes(b));
@@ -115,13 +117,13 @@ function printBroker(result: BrokerSimResult): void {
   if (result.violation !== null) console.log(`  ${result.violation.message}`);
 }
 
-async function runManyBroker(from: number, count: number, bugs: ReadonlySet<BrokerSimBug>, stopOnFailure: boolean): Promise<void> {
+async function runManyBroker(from: number, count: number, bugs: ReadonlySet<BrokerSimBug>, stopOnFailure: boolean, idleChecks: boolean): Promise<void> {
   const started = process.hrtime.bigint();
   const failed: number[] = [];
   const totals = { events: 0, confirmed: 0, acked: 0, deadLettered: 0, moved: 0, crashes: 0, partitions: 0 };
   let run = 0;
   for (let seed = from; seed < from + count; seed++) {
-    const result = await runBrokerSeed({ seed, bugs });
+    const result = await runBrokerSeed({ seed, bugs, idleChecks });
     run++;
     totals.events += result.events;
     totals.confirmed += result.confirmed;
@@ -132,7 +134,7 @@ async function runManyBroker(from: number, count: number, bugs: ReadonlySet<Brok
     totals.partitions += result.partitions;
     if (!result.ok) {
       failed.push(seed);
-      console.log(`FAILED seed ${seed}: ${result.violation?.message ?? 'unknown'} (replay: npm run sim -- --broker --seed ${seed}${[...bugs].map((b) => ` --bug ${b}`).join('')})`);
+      console.log(`FAILED seed ${seed}: ${result.violation?.message ?? 'unknown'} (replay: npm run sim -- --broker --seed ${seed}${idleChecks ? '' : ' --no-idle-checks'}${[...bugs].map((b) => ` --bug ${b}`).join('')})`);
       if (stopOnFailure) break;
     }
     if (run % 100 === 0) console.log(`  ... ${run} seeds`);

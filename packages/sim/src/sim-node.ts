@@ -129,7 +129,10 @@ export class SimNode {
   }
 
   receive(envelope: GroupMessage): void {
-    this.liveness.heard(envelope.message.from, this.context.scheduler.now);
+    // As the node does (BrokerNode.heardFrom): a peer back after a gap wakes a quiet leader that left it behind.
+    if (this.liveness.heard(envelope.message.from, this.context.scheduler.now)) {
+      for (const replica of this.replicas.values()) replica.group.peerBack(envelope.message.from);
+    }
     if (envelope.groupId === NODE_BEAT_GROUP) return;
     this.replicas.get(envelope.groupId)?.group.receive(envelope.message);
   }

@@ -43,6 +43,8 @@ export interface BrokerSimOptions {
   readonly faultPhaseMs?: number;
   readonly livenessPhaseMs?: number;
   readonly trace?: (line: string) => void;
+  /** Runs every node's periodic idle check (BrokerNode.checkIdle) on the simulated clock; on by default. */
+  readonly idleChecks?: boolean;
 }
 
 export interface BrokerSimResult {
@@ -170,6 +172,7 @@ export class BrokerSimulation implements SimCluster {
     this.scheduleFaults(faultPhaseMs);
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
     const deadline = faultPhaseMs + livenessPhaseMs;
+    if (this.options.idleChecks !== false) this.scheduleIdleChecks(deadline);
     let converged = false;
     while (this.outcome.failure === null) {
       const event = this.scheduler.pop();
@@ -539,6 +542,23 @@ export class BrokerSimulation implements SimCluster {
         if (command.type === 'ack' && error instanceof Error && /OUTCOME_UNKNOWN|unknown/.test(`${(error as { reason?: string }).reason ?? ''} ${error.message}`)) fate.settled = true;
       },
     );
+  }
+
+  /**
+   * Every live node's periodic idle check (BrokerNode.checkIdle, every 2 s on a real node):
+   * an idle replica snapshots its log from outside the Ready loop, at times the faults and
+   * the workload do not choose. Here every 100-400 ms, so that runs see many.
+   */
+  private scheduleIdleChecks(deadline: number): void {
+    const next = (): void => {
+      const delay = 100 + this.random.nextInt(300);
+      if (this.scheduler.now + delay >= deadline) return;
+      this.scheduler.after(delay, 'idle checks', () => {
+        for (const id of NODES) this.outcome.guard(() => this.live(id)?.checkIdle());
+        next();
+      });
+    };
+    next();
   }
 
   // ------------------------------------------------------------ faults
