@@ -86,6 +86,15 @@ export interface RaftOptions {
    * never notice its leader's crash.
    */
   readonly quiesce?: boolean;
+  /**
+   * A follower that receives the last chunk of a snapshot holds it (`receivedSnapshot`)
+   * instead of installing it: its driver prepares what the snapshot needs on this node (a
+   * queue's message bytes, fetched from the sender) and then installs it
+   * (`installReceivedSnapshot`, possibly re-encoded) or drops it (`dropReceivedSnapshot`).
+   * Snapshot chunks that arrive meanwhile are ignored: the leader sends again once the
+   * transfer stalls.
+   */
+  readonly holdReceivedSnapshots?: boolean;
   readonly testOnlyBugs?: ReadonlySet<PlantedBug>;
 }
 
@@ -157,6 +166,7 @@ const DEFAULTS = {
   promoteLearners: true,
   quiesce: false,
   announceCommit: false,
+  holdReceivedSnapshots: false,
 };
 
 /**
@@ -186,6 +196,8 @@ export class RaftNode {
   private deferredReads: string[] = [];
   private readSeq = 0;
   private incomingSnapshot: IncomingSnapshot | null = null;
+  /** A complete snapshot received and held for the driver (see RaftOptions.holdReceivedSnapshots). */
+  private heldSnapshot: { readonly snapshot: Snapshot; readonly leaderId: NodeId; readonly term: number } | null = null;
   private previousSoftState: SoftState;
   private previousHardState: HardState;
   private outstandingReady: ReadyMarks | null = null;
@@ -1003,6 +1015,8 @@ export class RaftNode {
   }
 
   private handleSnapshotChunk(message: SnapshotChunkMessage): void {
+    // One held for the driver is being prepared: the leader sends again once it stalls.
+    if (this.heldSnapshot !== null) return;
     if (message.meta.index <= this.log.committed) {
       this.incomingSnapshot = null;
       this.sendAppendResponse(message.from, this.log.committed);
@@ -1034,7 +1048,42 @@ export class RaftNode {
       this.send({ type: 'snapshotResp', from: this.id, to: message.from, term: this.term, snapshotIndex: message.meta.index, nextOffset: 0, reject: true });
       return;
     }
-    this.installSnapshot({ meta: message.meta, data: concatChunks(incoming.chunks, incoming.received) }, message.from);
+    const snapshot: Snapshot = { meta: message.meta, data: concatChunks(incoming.chunks, incoming.received) };
+    if (this.options.holdReceivedSnapshots && !this.log.matchTerm(snapshot.meta.index, snapshot.meta.term)) {
+      this.heldSnapshot = { snapshot, leaderId: message.from, term: this.term };
+      return;
+    }
+    this.installSnapshot(snapshot, message.from);
+  }
+
+  /** The snapshot received and held for the driver to prepare, or null (see RaftOptions.holdReceivedSnapshots). */
+  get receivedSnapshot(): Snapshot | null {
+    return this.heldSnapshot?.snapshot ?? null;
+  }
+
+  /**
+   * Installs the held snapshot at `index` with `data` (the same state, as the driver encoded
+   * it for this node), as if its last chunk arrived now. Returns false, installing nothing
+   * and dropping it, when none is held at `index` or this replica is no longer the follower
+   * of the leader that sent it in that term (a newer leader sends what it has); the held one
+   * is dropped then too.
+   */
+  installReceivedSnapshot(index: number, data: Uint8Array): boolean {
+    const held = this.heldSnapshot;
+    if (held === null || held.snapshot.meta.index !== index) return false;
+    this.heldSnapshot = null;
+    if (this.role !== 'follower' || this.term !== held.term || this.leaderId !== held.leaderId) return false;
+    if (index <= this.log.committed) {
+      this.sendAppendResponse(held.leaderId, this.log.committed);
+      return false;
+    }
+    this.installSnapshot({ meta: held.snapshot.meta, data }, held.leaderId);
+    return true;
+  }
+
+  /** Drops the held snapshot at `index` (the driver could not prepare it); the leader sends one again. */
+  dropReceivedSnapshot(index: number): void {
+    if (this.heldSnapshot?.snapshot.meta.index === index) this.heldSnapshot = null;
   }
 
   /**
@@ -1125,6 +1174,9 @@ export class RaftNode {
     if (!message.reject && message.nextOffset <= progress.snapshotAckedOffset) return;
     progress.snapshotAckedOffset = message.nextOffset;
     progress.snapshotStallTicks = 0;
+    // Starting over: with the newest snapshot when one was taken since (see retryStalledSnapshots).
+    const newest = this.log.snapshot;
+    if (message.nextOffset === 0 && newest !== null && newest.meta.index > snapshot.meta.index) progress.becomeSnapshot(newest);
     if (message.nextOffset < snapshot.data.byteLength || message.reject) this.sendSnapshotChunk(message.from, progress);
   }
 

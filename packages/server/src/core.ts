@@ -15,6 +15,7 @@ export { NodeMetrics } from './metrics.js';
 export { DEFAULTS, type NodeConfig } from './config.js';
 export { BrokerError, Status } from './errors.js';
 export { ForwardError } from './transport.js';
+export { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 export type { MetaCommand, MetaReply, QueueDefinition } from './meta-machine.js';
 export type { QueueApplyResult } from './queue-replica.js';
 export type { GroupMessage } from './raft-codec.js';

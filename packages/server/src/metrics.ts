@@ -165,7 +165,7 @@ export class NodeMetrics {
   });
   readonly peerCallsRefused = new Counter({
     name: 'quorumq_peer_calls_refused_total',
-    help: 'Peer calls (Raft streams, forwarded proposals) refused for want of valid cluster credentials, by call',
+    help: 'Peer calls (Raft streams, forwarded proposals, snapshot body fetches) refused for want of valid cluster credentials, by call',
     labelNames: ['call'],
     registers: [this.registry],
   });

@@ -23,7 +23,7 @@ import type { NodeConfig } from './config.js';
 import { ConsumerRegistry } from './consumers.js';
 import { DeadLetterWorker, type DeadLetterTestOnlyBugs } from './dead-letter-worker.js';
 import { EffectRunner } from './effect-runner.js';
-import { unavailable, Reason } from './errors.js';
+import { BrokerError, Reason, Status, unavailable } from './errors.js';
 import { LeaderDuties } from './leader-duties.js';
 import type { LeaderWorkContext } from './leader-work.js';
 import { META_GROUP } from './local-queue.js';
@@ -42,6 +42,7 @@ import { loadHeapTrim, type HeapTrim } from './heap-trim.js';
 import { IdleMemory } from './idle-memory.js';
 import { queueCounts } from './queue-view.js';
 import { RaftGroup } from './raft-group.js';
+import { serveSnapshotBodies } from './snapshot-bodies.js';
 import type { GroupMessage } from './raft-codec.js';
 import { PeerTransport } from './transport.js';
 import { WarnLimiter } from './warn-limiter.js';
@@ -402,6 +403,22 @@ export class BrokerNode {
       { reason, group: groupId.slice(0, 300), from: message.from.slice(0, 64), type: message.type, term: message.term },
       'dropped a Raft message whose sender is not a member of its group',
     );
+  }
+
+  /**
+   * A peer installing this node's newest snapshot of `groupId` fetches the bytes of messages
+   * it lists (see snapshot-bodies.ts). Throws a BrokerError: NOT_FOUND for a group with no
+   * replica here, FAILED_PRECONDITION when that snapshot is not the newest here any more.
+   */
+  serveSnapshotBodies(groupId: string, snapshotIndex: number, ids: readonly number[], bytesMax: number): Array<Uint8Array | null> {
+    if (this.stopping) throw new BrokerError(Status.UNAVAILABLE, Reason.SHUTTING_DOWN, 'this node is stopping');
+    const queue = this.queues.byGroupId(groupId);
+    if (queue === null) throw new BrokerError(Status.NOT_FOUND, Reason.UNKNOWN_GROUP, `no replica of ${groupId} on this node`);
+    const served = serveSnapshotBodies({ snapshotIndex: queue.group.snapshotIndex, bodies: queue.replica.bodies }, groupId, snapshotIndex, ids, bytesMax);
+    let missing = 0;
+    for (const body of served) if (body === null) missing++;
+    if (missing > 0) this.logger.error({ queue: queue.definition.name, messages: missing }, "a follower asked for messages whose bytes are missing from the message store");
+    return served;
   }
 
   groupById(groupId: string): RaftGroup<unknown> | null {

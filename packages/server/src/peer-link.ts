@@ -14,6 +14,14 @@ export interface PeerLink {
    * DEADLINE_EXCEEDED when no answer came within `timeoutMs` (the outcome is then unknown).
    */
   propose(peer: NodeId, groupId: string, command: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
+  /**
+   * Asks `peer` for the bytes of messages its newest snapshot of `groupId` (at
+   * `snapshotIndex`) lists (see snapshot-bodies.ts): resolves with those of a prefix of
+   * `ids`, in order (null for one it has no bytes for). Rejects with the call's error:
+   * FAILED_PRECONDITION when that snapshot is not its newest any more, UNAVAILABLE when
+   * nothing was sent, DEADLINE_EXCEEDED when no answer came within `timeoutMs`.
+   */
+  fetchBodies(peer: NodeId, groupId: string, snapshotIndex: number, ids: readonly number[], timeoutMs: number): Promise<ReadonlyArray<Uint8Array | null>>;
   /** Whether a connection to `peer` is up now. */
   isConnected(peer: NodeId): boolean;
   /** Called on every tick: reconnects and pings idle peers. */

@@ -28,8 +28,9 @@ import type { Entry } from '@quorumq/raft';
 import { MessageStoreWriteError, type MessageStoreApi } from '@quorumq/storage';
 
 import type { AdoptedBodies } from './adopted-bodies.js';
-import type { GroupMachine, PortableSnapshotBuild } from './raft-group.js';
-import { assembleQueueSnapshotRefs, decodeQueueEntry, decodeQueueSnapshot, encodeQueueSnapshot, PackedDeltas, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
+import type { GroupMachine, SnapshotBuild } from './raft-group.js';
+import { IncomingBodies, type FetchBodies, type SnapshotSource } from './snapshot-bodies.js';
+import { assembleQueueSnapshotRefs, decodeQueueEntry, decodeQueueSnapshot, PackedDeltas, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
 import { ReplicaBodies, type SnapshotListing } from './replica-bodies.js';
 import type { OutgoingDelivery } from './wire.js';
 
@@ -64,14 +65,6 @@ export const SNAPSHOT_LOG_BYTES_PER_MESSAGE = 64;
 const MACHINE_VALUES_PER_STEP_UNIT = 2048;
 
 /**
- * The portable form of a snapshot holds every live message's bytes in one buffer (and
- * their copies while it is built), so a leader builds it only for a queue holding at most
- * this many bytes; a follower that needs a larger one stays behind (reported) until the
- * queue is under it. Streaming the bytes from the store chunk by chunk is not built yet.
- */
-export const PORTABLE_SNAPSHOT_BYTES_MAX = 1024 * 1024 * 1024;
-
-/**
  * A snapshot is also due once the bytes of messages that left but that the latest snapshot
  * lists (kept on disk for it) reach the live bytes and this: a drained queue lets its disk
  * go at its next command, and a queue's disk stays within about twice its live bytes.
@@ -87,6 +80,8 @@ export interface QueueEffectSink {
 export interface ReplicaTestOnlyBugs {
   /** Save a snapshot without waiting until the bytes it references are durable. */
   readonly snapshotBeforeBodiesDurable?: boolean;
+  /** Install a snapshot the leader sent without fetching the bytes it lists (see prepareSnapshot). */
+  readonly installWithoutBodies?: boolean;
 }
 
 /** Where a replica's message bytes live, and what it reports. */
@@ -97,8 +92,8 @@ export interface QueueReplicaOptions {
   readonly adopted?: AdoptedBodies | null;
   /** The log grows by at least this many bytes between snapshots (the node's `snapshotLogBytesMin`). */
   readonly snapshotLogBytesMin?: number;
-  /** The largest queue (live bytes) a portable snapshot is built for (default PORTABLE_SNAPSHOT_BYTES_MAX; tests lower it). */
-  readonly portableSnapshotBytesMax?: number;
+  /** How a follower fetches the bytes of a snapshot it installs from the member that sent it (see snapshot-bodies.ts). */
+  readonly fetchBodies?: FetchBodies;
   /** Messages whose bytes a snapshot references but the store does not have (reported, not thrown). */
   readonly onLostBodies?: (replica: QueueReplica, count: number) => void;
   readonly testOnlyBugs?: ReplicaTestOnlyBugs;
@@ -119,6 +114,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   private idleSnapshotWanted = false;
   /** Restored from a portable snapshot (the bytes inline): replace it with a local one soon. */
   private restoredPortable = false;
+  /** The records of a snapshot received from the leader and being prepared (see prepareSnapshot). */
+  private incoming: IncomingBodies | null = null;
   /** Memory reused from one snapshot taken in steps to the next (see snapshotSteps). */
   private scratch: {
     readonly machine: SnapshotScratch;
@@ -276,7 +273,7 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
    * encodeSnapshotLater), then the messages it holds are listed with their records (see
    * ReplicaBodies.snapshotBegin). A step does about `budget` messages' worth of work.
    */
-  snapshotSteps(reuse = true): PortableSnapshotBuild {
+  snapshotSteps(reuse = true): SnapshotBuild {
     this.commandsSinceSnapshot = 0;
     this.logBytesSinceSnapshot = 0;
     this.restoredPortable = false;
@@ -346,36 +343,27 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   }
 
   /**
-   * The portable form of a local snapshot (every listed message's bytes inline), for a
-   * follower to install; null when `data` is portable already; refused when the queue holds
-   * more than PORTABLE_SNAPSHOT_BYTES_MAX bytes (building it could exhaust memory). The bytes are read back
-   * from the store: what the snapshot lists stays there until the next one is saved.
+   * A snapshot the leader (`source.from`) sent, held by the Raft core until this resolves
+   * with the data to install: the same state with references into this node's message
+   * store, once every message it lists has its bytes here, durable (taken from this
+   * replica's records or fetched from the sender: see IncomingBodies). A portable snapshot
+   * (the bytes inline, from a release before the message store) needs nothing and comes
+   * back as it is. Rejects when the data does not decode, a fetch fails or the store refuses
+   * a write: the core drops it, and the leader sends one again.
    */
-  portableSnapshot(data: Uint8Array): PortableSnapshotBuild | null | { readonly refused: string } {
+  async prepareSnapshot(data: Uint8Array, source: SnapshotSource): Promise<Uint8Array> {
     const snapshot = decodeQueueSnapshot(data);
-    if (snapshot.refs === null) return null;
-    const max = this.options.portableSnapshotBytesMax ?? PORTABLE_SNAPSHOT_BYTES_MAX;
-    if (this.bodies.bytes > max) {
-      return { refused: `the queue holds ${this.bodies.bytes} bytes, more than a portable snapshot is built for (${max})` };
-    }
-    const { messageIds } = snapshot.refs;
-    const messages: Array<readonly [number, Uint8Array]> = [];
-    let next = 0;
-    let lost = 0;
-    return {
-      step: (budget) => {
-        const end = Math.min(messageIds.length, next + budget);
-        for (; next < end; next++) {
-          const id = messageIds[next]!;
-          const bytes = this.bodies.read(id);
-          if (bytes === undefined) lost++;
-          else messages.push([id, bytes]);
-        }
-        if (next < messageIds.length) return null;
-        if (lost > 0) this.options.onLostBodies?.(this, lost);
-        return encodeQueueSnapshot(snapshot.machine, messages);
-      },
-    };
+    if (snapshot.refs === null || this.options.testOnlyBugs?.installWithoutBodies === true) return data;
+    decodeSnapshot(snapshot.machine);
+    this.incoming ??= new IncomingBodies(this.bodies.store, this.options.fetchBodies ?? noFetch);
+    const prepared = await this.incoming.prepare(snapshot, source, this.bodies);
+    if (prepared.lost > 0) this.options.onLostBodies?.(this, prepared.lost);
+    return prepared.data;
+  }
+
+  /** Records held for a snapshot being prepared (see prepareSnapshot). */
+  get incomingRecords(): number {
+    return this.incoming?.size ?? 0;
   }
 
   restore(data: Uint8Array): void {
@@ -387,8 +375,11 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     const snapshot = adopted !== null && adopted.data === data ? adopted.snapshot : decodeQueueSnapshot(data);
     this.state = decodeSnapshot(snapshot.machine);
     this.bodies.clear();
+    // A snapshot prepared here (see prepareSnapshot): its records are held for it.
+    const prepared = this.incoming?.take(data) ?? null;
+    this.incoming?.release();
     if (snapshot.refs === null) {
-      // Portable (sent by the leader, or saved by a release before the message store).
+      // Portable (saved by a release before the message store).
       adopted?.releaseRest();
       for (const [id, message] of snapshot.messages) this.bodies.put(id, message);
       this.restoredPortable = true;
@@ -396,6 +387,13 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
     }
     this.restoredPortable = false;
     const { storeId, messageIds, recordIds } = snapshot.refs;
+    if (prepared !== null) {
+      adopted?.releaseRest();
+      this.bodies.reserve(messageIds.length + (messageIds.length >>> 2));
+      for (let i = 0; i < messageIds.length; i++) this.bodies.adopt(messageIds[i]!, prepared[i]!);
+      this.bodies.restoredFromRefs(messageIds);
+      return;
+    }
     const ours = storeId === this.bodies.store.storeId ? adopted : null;
     const sameList = ours !== null && ours.snapshot === snapshot;
     let lost = 0;
@@ -414,7 +412,14 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   /** The replica is gone (its queue deleted): its records are released. */
   close(): void {
     this.bodies.clear();
+    this.incoming?.release();
+    this.incoming = null;
   }
+}
+
+/** Without peers (a replica on its own, in tests), nothing can be fetched. */
+function noFetch(): Promise<never> {
+  return Promise.reject(new Error('this replica has no peers to fetch message bytes from'));
 }
 
 /** Whether the effects dead-letter the message the command itself enqueued (id = its position). */

@@ -22,6 +22,14 @@ import { QueueReplica, type QueueApplyResult, type ReplicaTestOnlyBugs } from '.
 import type { GroupTicker } from './group-ticker.js';
 import { RaftGroup, type GroupObserver, type GroupTestOnlyBugs, type RaftTuning } from './raft-group.js';
 
+/**
+ * How long a follower waits for one batch of a snapshot's message bytes from the member that
+ * sent it (see snapshot-bodies.ts): a batch is at most a few megabytes, read from its store.
+ * A call that times out fails the preparation, which keeps what it fetched; the snapshot is
+ * held (and the group behind) until then, so a sender that went away costs at most this.
+ */
+const FETCH_TIMEOUT_MS = 5_000;
+
 /** How the node starts a group beyond its config: the simulator's checkers and tuning. */
 export interface GroupSetup {
   readonly tuning?: RaftTuning;
@@ -38,7 +46,7 @@ export interface QueueReplicasParts {
   readonly adopted: AdoptedBodies;
   readonly snapshotLogBytesMin: number;
   readonly testOnlyBugs?: ReplicaTestOnlyBugs;
-  readonly link: Pick<PeerLink, 'send'>;
+  readonly link: Pick<PeerLink, 'send' | 'fetchBodies'>;
   readonly logger: Logger;
   readonly meta: MetaMachine;
   readonly consumers: ConsumerRegistry;
@@ -100,11 +108,16 @@ export class QueueReplicas {
 
   /** The group of a queue replica by its group id (the definition's creation must match). */
   groupById(groupId: string): RaftGroup<QueueApplyResult> | null {
+    return this.byGroupId(groupId)?.group ?? null;
+  }
+
+  /** The replica of a queue by its group id (the definition's creation must match). */
+  byGroupId(groupId: string): LocalQueue | null {
     if (groupId === META_GROUP || !groupId.startsWith('q/')) return null;
     const name = groupId.slice(groupId.indexOf('/', 2) + 1);
     const queue = this.queues.get(name);
     if (queue === undefined || queueGroupId(queue.definition) !== groupId) return null;
-    return queue.group;
+    return queue;
   }
 
   /**
@@ -192,6 +205,7 @@ export class QueueReplicas {
         snapshotLogBytesMin: parts.snapshotLogBytesMin,
         ...(parts.testOnlyBugs !== undefined ? { testOnlyBugs: parts.testOnlyBugs } : {}),
         onLostBodies: (lost, count) => parts.logger.error({ queue: lost.name, messages: count }, "messages' bytes are missing from the message store"),
+        fetchBodies: (peer, group, index, ids) => parts.link.fetchBodies(peer, group, index, ids, FETCH_TIMEOUT_MS),
       },
     );
     const group = new RaftGroup<QueueApplyResult>({
@@ -210,8 +224,8 @@ export class QueueReplicas {
         if (local !== null) wiring.duties.afterApplied(local);
       },
       onFatal: (error) => parts.fatal(error),
-      onPortableRefused: (why) =>
-        parts.logger.error({ queue: definition.name }, `a follower needs a snapshot this leader does not build: ${why}; it stays behind until the queue is smaller`),
+      onPrepareFailed: (error) =>
+        parts.logger.warn({ queue: definition.name, err: error }, 'could not install the snapshot the leader sent (its messages\' bytes were not all fetched); waiting for it again'),
       // The metadata names the queue's members (a later membership change goes through it).
       knownMember: (from) => {
         const current = parts.meta.queues.get(definition.name);

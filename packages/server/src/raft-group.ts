@@ -15,6 +15,7 @@ import type { GroupTicker } from './group-ticker.js';
 import { invariant } from './invariant.js';
 import { BrokerError, Status, Reason } from './errors.js';
 import type { NodeEnv } from './node-env.js';
+import type { SnapshotSource } from './snapshot-bodies.js';
 
 /** The replicated state machine a group drives. */
 export interface GroupMachine<R> {
@@ -26,7 +27,7 @@ export interface GroupMachine<R> {
    * step at a time instead: the snapshot is of the state now, the steps run between other
    * work while the machine goes on applying entries.
    */
-  snapshotSteps?(): PortableSnapshotBuild;
+  snapshotSteps?(): SnapshotBuild;
   restore(data: Uint8Array): void;
   /**
    * Whether a snapshot is due, given `snapshotInterval` (default: once that many entries
@@ -35,12 +36,14 @@ export interface GroupMachine<R> {
    */
   snapshotDue?(snapshotInterval: number): boolean;
   /**
-   * A machine whose snapshots reference bytes kept elsewhere on this node (a queue's message
-   * store) builds the portable form of one it took, for a follower to install, a step at a
-   * time; null when `data` is portable already. What the snapshot references stays readable
-   * while it is the group's newest snapshot.
+   * A machine whose snapshots reference bytes kept elsewhere on their node (a queue's message
+   * store) prepares a snapshot received from the leader before it is installed: resolves with
+   * the data to install (the same state, referencing what is now on this node), or rejects
+   * (the snapshot is dropped and the leader sends one again). Meanwhile the Raft core holds
+   * it (RaftOptions.holdReceivedSnapshots). What a snapshot references stays readable on its
+   * node while it is the group's newest snapshot there.
    */
-  portableSnapshot?(data: Uint8Array): PortableSnapshotBuild | null | { readonly refused: string };
+  prepareSnapshot?(data: Uint8Array, source: SnapshotSource): Promise<Uint8Array>;
   /**
    * Resolves with true once everything the snapshot just taken references is durable, or
    * with false when it cannot be made durable now (a full disk): that snapshot is then not
@@ -51,14 +54,11 @@ export interface GroupMachine<R> {
   snapshotSaved?(): void;
 }
 
-/** The portable form of a snapshot, built a step at a time (see GroupMachine.portableSnapshot). */
-export interface PortableSnapshotBuild {
+/** A snapshot built a step at a time (see GroupMachine.snapshotSteps). */
+export interface SnapshotBuild {
   /** Does about `budget` units of work; returns the data once it is complete. */
   step(budget: number): Uint8Array | null;
 }
-
-/** Messages read per step of a portable snapshot's build: a few milliseconds, then other work runs. */
-const PORTABLE_STEP_BUDGET = 4096;
 
 /** Messages per step of a snapshot taken a step at a time (see GroupMachine.snapshotSteps): a few milliseconds. */
 export const SNAPSHOT_STEP_BUDGET = 16_384;
@@ -112,8 +112,8 @@ export interface RaftGroupOptions<R> {
   readonly onApplied?: () => void;
   /** The Ready loop failed (storage error, invariant): the node must stop. */
   readonly onFatal: (error: unknown) => void;
-  /** The machine refused to build a snapshot's portable form (a follower that needs it stays behind). */
-  readonly onPortableRefused?: (why: string) => void;
+  /** The machine could not prepare a snapshot received from the leader (see GroupMachine.prepareSnapshot); it is sent again. */
+  readonly onPrepareFailed?: (error: unknown) => void;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
   /**
@@ -178,17 +178,13 @@ export class RaftGroup<R> {
   private nextRead = 0;
   /** The earliest deadline among pending proposals (Infinity when none has one). */
   private nextDeadline = Infinity;
-  /** Index of the newest snapshot whose data is known to be portable (see sendMessages). */
-  private portableIndex = -1;
-  /** The portable form being built, for the snapshot at `index`. */
-  private portableBuild: { readonly index: number; readonly build: PortableSnapshotBuild } | null = null;
-  /** The snapshot whose portable form the machine refused to build (too large). */
-  private portableRefusedIndex = -1;
+  /** A snapshot received from the leader is being prepared (see GroupMachine.prepareSnapshot). */
+  private preparing = false;
   /**
    * The snapshot being taken: built a step at a time (`build` set) for the state at `index`,
    * then saved in the background (`build` null). One at a time.
    */
-  private snapshotting: { readonly index: number; build: PortableSnapshotBuild | null } | null = null;
+  private snapshotting: { readonly index: number; build: SnapshotBuild | null } | null = null;
 
   constructor(private readonly options: RaftGroupOptions<R>) {
     const restored = options.storage.restoreGroup(options.groupId);
@@ -202,6 +198,7 @@ export class RaftGroup<R> {
         heartbeatTicks: options.heartbeatTicks,
         quiesce: options.ticker !== undefined,
         announceCommit: options.announceCommit === true,
+        holdReceivedSnapshots: options.machine.prepareSnapshot !== undefined,
         ...TUNING,
         ...options.tuning,
         ...(options.testOnlyBugs?.raft !== undefined ? { testOnlyBugs: options.testOnlyBugs.raft } : {}),
@@ -294,6 +291,11 @@ export class RaftGroup<R> {
     return this.raft.status();
   }
 
+  /** The index of the newest snapshot (taken or installed), or null when there is none. */
+  get snapshotIndex(): number | null {
+    return this.raft.currentSnapshot()?.meta.index ?? null;
+  }
+
   /** A snapshot is being built or saved. */
   get snapshotInProgress(): boolean {
     return this.snapshotting !== null;
@@ -363,7 +365,36 @@ export class RaftGroup<R> {
       if (this.raft.currentRole === 'follower' && leader !== null && from !== leader) this.options.doubtLeader?.(leader);
     }
     this.guard(() => this.raft.step(message));
+    if (message.type === 'snapshot') this.prepareReceived(from);
     return true;
+  }
+
+  /**
+   * The core holds a snapshot `from` sent in full (RaftOptions.holdReceivedSnapshots): the
+   * machine prepares it (a queue fetches the bytes it lists), then it is installed with the
+   * data the machine gives, or dropped when that failed (the leader sends one again). One at
+   * a time; the core ignores snapshot chunks meanwhile.
+   */
+  private prepareReceived(from: NodeId): void {
+    const held = this.raft.receivedSnapshot;
+    const machine = this.options.machine;
+    if (held === null || this.preparing || this.stopped || machine.prepareSnapshot === undefined) return;
+    const index = held.meta.index;
+    this.preparing = true;
+    const { env } = this.options;
+    const pause = (): Promise<void> => new Promise((resolve) => env.endOfTurn(resolve));
+    machine.prepareSnapshot(held.data, { groupId: this.groupId, from, index, pause }).then(
+      (data) => {
+        this.preparing = false;
+        this.guard(() => this.raft.installReceivedSnapshot(index, data));
+      },
+      (error: unknown) => {
+        this.preparing = false;
+        if (this.stopped) return;
+        this.options.onPrepareFailed?.(error);
+        this.guard(() => this.raft.dropReceivedSnapshot(index));
+      },
+    );
   }
 
   /**
@@ -612,65 +643,9 @@ export class RaftGroup<R> {
     }
   }
 
-  /**
-   * Sends a Ready's messages. The chunks of a snapshot the machine took as references (a
-   * queue's: the bytes are in this node's message store) must not leave: the first time
-   * one would, the machine starts building the portable form (a step per turn, so a large
-   * backlog does not stall the node), and once it is built it replaces the snapshot's data
-   * in the core, which sends its chunks instead, from the start. Until then such chunks are
-   * dropped (the core sends again when the transfer stalls).
-   */
   private sendMessages(messages: readonly Message[]): void {
-    const machine = this.options.machine;
-    if (machine.portableSnapshot !== undefined && messages.some((m) => m.type === 'snapshot' && m.meta.index !== this.portableIndex)) {
-      const current = this.raft.currentSnapshot();
-      if (current !== null && current.meta.index !== this.portableIndex) {
-        const index = current.meta.index;
-        if (this.portableBuild?.index !== index && this.portableRefusedIndex !== index) {
-          const build = machine.portableSnapshot(current.data);
-          if (build === null) this.portableIndex = index;
-          else if ('refused' in build) {
-            // Asked again only for a newer snapshot; the follower stays behind until then.
-            if (this.portableRefusedIndex !== index) this.options.onPortableRefused?.(build.refused);
-            this.portableRefusedIndex = index;
-          } else {
-            this.portableBuild = { index, build };
-            this.options.env.endOfTurn(this.buildPortable);
-          }
-        }
-        if (this.portableIndex !== index) messages = messages.filter((m) => m.type !== 'snapshot' || m.meta.index !== index);
-      }
-      // Chunks of an older snapshot than the one made portable last may be in the local
-      // form: they never leave (the core starts a stalled transfer over with the newest).
-      messages = messages.filter((m) => m.type !== 'snapshot' || m.meta.index === this.portableIndex);
-    }
     if (messages.length > 0) this.options.send(this.groupId, messages);
   }
-
-  /** One step of the portable snapshot's build; abandoned once that snapshot is no longer the newest. */
-  private readonly buildPortable = (): void => {
-    const building = this.portableBuild;
-    if (building === null || this.stopped) return;
-    if (this.raft.currentSnapshot()?.meta.index !== building.index) {
-      this.portableBuild = null;
-      return;
-    }
-    let data: Uint8Array | null;
-    try {
-      data = building.build.step(PORTABLE_STEP_BUDGET);
-    } catch (error) {
-      this.portableBuild = null;
-      this.fatal(error);
-      return;
-    }
-    if (data === null) {
-      this.options.env.endOfTurn(this.buildPortable);
-      return;
-    }
-    this.portableBuild = null;
-    if (this.raft.replaceSnapshotData(building.index, data)) this.portableIndex = building.index;
-    this.kick();
-  };
 
   private onSoftState(state: SoftState): void {
     const wasLeader = this.softState.role === 'leader';

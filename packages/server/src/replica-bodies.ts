@@ -2,12 +2,13 @@
  * One queue replica's message bytes, kept in the node's message store: a handle per live
  * message id, in id order (ids grow with the log, so insertion order is id order). The
  * replica keeps 8-16 bytes per message here; the bytes are read back from the store when a
- * message is delivered, got, dead-lettered, moved, or sent in a portable snapshot.
+ * message is delivered, got, dead-lettered, moved, or fetched by a follower installing a
+ * snapshot.
  *
  * Snapshots hold references (record ids), so a record must outlive its message while a
  * snapshot that lists it can still be read:
- * - the latest snapshot taken (a leader expands it into a portable one for a follower that
- *   needs it, see QueueReplica.portableSnapshot), and
+ * - the latest snapshot taken (a follower installing it fetches the bytes it lists from
+ *   here, see snapshot-bodies.ts), and
  * - the snapshot saved on disk (a restart adopts its records), which is the one before
  *   until the new one's save completes.
  * So a message that leaves after a snapshot listed it is *pinned* (its record kept) until
@@ -35,8 +36,12 @@ export class ReplicaBodies {
   private heldBytes = 0;
   /** Left after the latest snapshot listed them: readable until the next snapshot is saved. */
   private pinned = new Map<number, BodyHandle>();
-  /** Listed by the snapshot being replaced on disk: released once its successor is saved. */
-  private releasing: BodyHandle[] = [];
+  /**
+   * Left after the snapshot before the latest one listed them: released once the latest one
+   * is saved (until then that older snapshot is the group's newest in its Raft core, and a
+   * follower installing it may still fetch them: see snapshot-bodies.ts).
+   */
+  private releasing = new Map<number, BodyHandle>();
   /** Ids below this may be listed by the latest snapshot. */
   private pinBelow = 0;
   /** Sum of the live messages' byte lengths. */
@@ -118,9 +123,22 @@ export class ReplicaBodies {
    * held message's bytes are a view of its log entry: not to be changed.
    */
   read(id: number): Uint8Array | undefined {
-    const handle = this.live.get(id) ?? this.pinned.get(id);
+    const handle = this.live.get(id) ?? this.pinned.get(id) ?? this.releasing.get(id);
     if (handle === HELD) return this.held.get(id);
     return handle === undefined ? undefined : this.store.read(handle);
+  }
+
+  /**
+   * A reference of the caller's own to the record of a message this replica can read (see
+   * `read`), for a snapshot being prepared here (see IncomingBodies); undefined when it has
+   * none. A held message is put into the store for it (a record of its own).
+   */
+  shareRecord(id: number): BodyHandle | undefined {
+    const handle = this.live.get(id) ?? this.pinned.get(id) ?? this.releasing.get(id);
+    if (handle === undefined) return undefined;
+    if (handle === HELD) return this.store.put(this.held.get(id)!);
+    this.store.retain(handle);
+    return handle;
   }
 
   /** The message left the queue. */
@@ -174,7 +192,7 @@ export class ReplicaBodies {
   snapshotBegin(has: (id: number) => boolean, reuse?: SnapshotListing | null): { listing: SnapshotListing; lost: number } {
     const lost = this.storeHeld();
     const listing = new SnapshotListing(this.live.copy(reuse?.index), this.store, has);
-    for (const handle of this.pinned.values()) this.releasing.push(handle);
+    for (const [id, handle] of this.pinned) this.releasing.set(id, handle);
     this.pinned = new Map();
     this.pinnedBytes = 0;
     this.pinBelow = (this.live.last() ?? -1) + 1;
@@ -195,8 +213,8 @@ export class ReplicaBodies {
   /** The snapshot last taken is durable: what only its predecessor listed is released. */
   snapshotSaved(): void {
     const releasing = this.releasing;
-    this.releasing = [];
-    for (const handle of releasing) this.store.release(handle);
+    this.releasing = new Map();
+    for (const handle of releasing.values()) this.store.release(handle);
   }
 
   /**
@@ -215,11 +233,11 @@ export class ReplicaBodies {
     this.held = new Map();
     this.heldBytes = 0;
     for (const handle of this.pinned.values()) this.store.release(handle);
-    for (const handle of this.releasing) this.store.release(handle);
+    for (const handle of this.releasing.values()) this.store.release(handle);
     this.live.clear();
     this.pinned = new Map();
     this.pinnedBytes = 0;
-    this.releasing = [];
+    this.releasing = new Map();
     this.pinBelow = (this.live.last() ?? -1) + 1;
     this.bytes = 0;
   }

@@ -3,7 +3,7 @@
  * client API, the peer API (to authenticated peers only: peer-auth.ts), standard health
  * checking and server reflection.
  */
-import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
+import { Metadata, Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
@@ -98,7 +98,7 @@ export async function startNode(
   server.addService(brokerServiceFor(config), api.implementation());
   // The peer services: only for configured peers with the cluster secret (peer-auth.ts).
   const authenticator = new PeerAuthenticator(config.nodeId, config.peers, config.clusterSecret);
-  const refusedCall = (call: 'raft_stream' | 'propose_batch', claimed: string): void => {
+  const refusedCall = (call: 'raft_stream' | 'propose_batch' | 'fetch_bodies', claimed: string): void => {
     node.metrics.peerCallsRefused.inc({ call });
     node.warnings.warn(
       `peer-call:${call}`,
@@ -154,6 +154,25 @@ export async function startNode(
         ),
       );
       Promise.all(results).then((all) => callback(null, { results: all }));
+    },
+    fetchBodies: (
+      call: ServerUnaryCall<pb.FetchBodiesRequest, pb.FetchBodiesResponse.$Properties>,
+      callback: sendUnaryData<pb.FetchBodiesResponse.$Properties>,
+    ) => {
+      if (authenticator.authenticate(call.metadata) === null) {
+        refusedCall('fetch_bodies', String(call.metadata.get(PEER_NODE_ID_METADATA)[0] ?? ''));
+        callback(unauthenticatedPeer());
+        return;
+      }
+      const request = call.request;
+      try {
+        const ids = request.messageIds.map(Number);
+        const served = node.serveSnapshotBodies(request.groupId ?? '', Number(request.snapshotIndex ?? 0), ids, request.bytesMax ?? 0);
+        callback(null, { bodies: served.map((body) => (body === null ? { missing: true } : { body })) });
+      } catch (error) {
+        const code = error instanceof BrokerError ? error.code : Status.INTERNAL;
+        callback({ code, details: error instanceof Error ? error.message : String(error), metadata: new Metadata() });
+      }
     },
   });
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'quorumq.v1.Broker': 'NOT_SERVING' });

@@ -22,6 +22,7 @@ import type { Logger } from 'pino';
 
 import { PEER_NODE_ID_METADATA, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
 import { encodeRaftBatch, messageFromWire, raftBatchChunks, type GroupMessage } from './raft-codec.js';
+import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 
 import pb = quorumq.v1;
 
@@ -200,6 +201,26 @@ export class PeerTransport {
         });
       },
     );
+  }
+
+  /** See PeerLink.fetchBodies: one unary Peer.FetchBodies call. */
+  fetchBodies(peer: NodeId, groupId: string, snapshotIndex: number, ids: readonly number[], timeoutMs: number): Promise<ReadonlyArray<Uint8Array | null>> {
+    const link = this.links.get(peer);
+    if (link === undefined) return Promise.reject(new Error(`unknown peer ${peer}`));
+    return new Promise((resolve, reject) => {
+      link.peerClient.makeUnaryRequest(
+        PeerService.fetchBodies.path,
+        PeerService.fetchBodies.requestSerialize,
+        PeerService.fetchBodies.responseDeserialize,
+        { groupId, snapshotIndex, messageIds: ids as number[], bytesMax: FETCH_BYTES_MAX },
+        this.metadata.clone(),
+        { deadline: Date.now() + timeoutMs },
+        (error: ServiceError | null, response?: pb.FetchBodiesResponse) => {
+          if (error !== null || response === undefined) reject(error ?? new Error('no response'));
+          else resolve(response.bodies.map((body) => (body.missing === true ? null : (body.body ?? new Uint8Array(0)))));
+        },
+      );
+    });
   }
 
   close(): void {

@@ -9,7 +9,9 @@
  *   and the snapshots on disk are a small fraction of the backlog;
  * - compaction: one unacked message at the head of a queue does not keep the segment files
  *   behind it on disk;
- * - a message routed by a fanout exchange to 10 queues is one record per node.
+ * - a message routed by a fanout exchange to 10 queues is one record per node;
+ * - a follower that was down while a backlog was published catches up by snapshot, with
+ *   every body fetched into its own store, and serves them all once it leads.
  * No timing assertions: waits are polls with generous deadlines.
  */
 import { readdirSync, statSync } from 'node:fs';
@@ -246,6 +248,82 @@ describe('a 240 MB backlog (default 64 MiB segments, snapshots every 1 MiB of lo
     log(`drained: queue ready=${(await client.queueStatus(QUEUE)).ready}; store records: ${show(records)}; live: ${show(live, mb)}; disk: ${show(disk, mb)}`);
     if (cluster.local.unexpectedExits.length > 0) log(`unexpected exits: ${JSON.stringify(cluster.local.unexpectedExits.map((e) => ({ id: e.id, code: e.code, signal: e.signal })))}`);
     expect(cluster.local.unexpectedExits).toEqual([]);
+  });
+});
+
+describe('a follower that missed a backlog catches up by snapshot, fetching the bytes from the leader', () => {
+  const QUEUE = 'catch-up';
+  const COUNT = 20_000;
+  const QUEUED_BYTES = COUNT * BODY_BYTES;
+  let cluster: TestCluster;
+  let client: QuorumqClient;
+
+  beforeAll(async () => {
+    cluster = await TestCluster.start({ metrics: true, env: { QUORUMQ_SNAPSHOT_LOG_BYTES_MIN: String(MiB) } });
+    client = cluster.client({ failoverTimeoutMs: 30_000 });
+  });
+
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  it('installs the snapshot with every body in its own store, and serves them all once it leads', async () => {
+    await client.declareQueue(QUEUE);
+    const leader = await cluster.leaderOf(QUEUE, client);
+    const follower = cluster.nodes.find((n) => n.id !== leader)!.id;
+    await cluster.kill(follower);
+    // 80 MB while it is down: the leader snapshots every MiB of log and keeps no entries the
+    // follower could catch up from.
+    const others = cluster.nodes.filter((n) => n.id !== follower).map((n) => n.address);
+    await publishBacklog(cluster.client({ nodes: others, failoverTimeoutMs: 30_000 }), QUEUE, 0, COUNT);
+    const started = Date.now();
+    cluster.startNode(follower);
+    await cluster.waitHealthy([follower]);
+    let records = Number.NaN;
+    await waitFor(async () => {
+      records = series(await scrape(cluster, follower), 'quorumq_message_store_records') ?? Number.NaN;
+      return records === COUNT;
+    }, 120_000).catch(() => undefined);
+    const live = series(await scrape(cluster, follower), 'quorumq_message_store_bytes', 'kind="live"') ?? Number.NaN;
+    log(`${follower} (down while ${mb(QUEUED_BYTES)} were published) caught up in ${((Date.now() - started) / 1000).toFixed(1)} s: store records ${records}, live ${mb(live)}`);
+    expect(records).toBe(COUNT);
+    expect(live).toBeGreaterThanOrEqual(QUEUED_BYTES);
+    // Its snapshot references its own store (a restart would adopt those records).
+    await waitFor(async () => queueSnapshots(cluster.nodes.find((n) => n.id === follower)!.dataDir, QUEUE).length > 0, 30_000);
+
+    // Make it the queue's leader: kill whoever leads until it is elected.
+    for (let round = 0; round < 6; round++) {
+      const current = await cluster.leaderOf(QUEUE, client);
+      if (current === follower) break;
+      const down = cluster.nodes.find((n) => n.id !== current && n.id !== follower)!.id;
+      await cluster.waitHealthy([down]).catch(() => cluster.startNode(down));
+      await cluster.kill(current);
+      cluster.startNode(current);
+      await waitFor(async () => (await client.queueStatus(QUEUE).catch(() => null))?.leader !== current, 30_000).catch(() => undefined);
+    }
+    expect(await cluster.leaderOf(QUEUE, client)).toBe(follower);
+    for (const node of cluster.nodes) if (node.id !== follower) await cluster.waitHealthy([node.id]).catch(() => cluster.startNode(node.id));
+
+    // Drained from its store: every body, intact, once.
+    const seen = new Uint8Array(COUNT);
+    let unique = 0;
+    let corrupt = 0;
+    const consumer = client.consume(QUEUE, { prefetch: 1000 });
+    const hard = setTimeout(() => void consumer.cancel(), 120_000);
+    for await (const delivery of consumer) {
+      const seq = checkBody(delivery.body);
+      if (seq === null || seq >= COUNT) corrupt++;
+      else if (seen[seq] === 0) {
+        seen[seq] = 1;
+        unique++;
+      }
+      void delivery.ack();
+      if (unique === COUNT) break;
+    }
+    clearTimeout(hard);
+    await consumer.close();
+    log(`drained from ${follower} as leader: unique=${unique} corrupt=${corrupt}`);
+    expect({ unique, corrupt }).toEqual({ unique: COUNT, corrupt: 0 });
   });
 });
 

@@ -1,8 +1,9 @@
 /**
  * A queue replica keeping its messages' bytes in the node's message store: local snapshots of
- * references (small; restored after a restart through AdoptedBodies), their portable
- * expansion for a follower on another node, fan-out sharing, release on close, and a snapshot
- * referencing another node's store. Real stores on temporary directories.
+ * references (small; restored after a restart through AdoptedBodies), the bytes they list
+ * served to a follower on another node, old portable snapshots, fan-out sharing, release on
+ * close, and a snapshot referencing another node's store. Real stores on temporary
+ * directories. (A follower preparing a snapshot: snapshot-bodies.test.ts.)
  */
 import { quorumq } from '@quorumq/proto';
 import { decodeSnapshot, DEFAULT_ARGUMENTS, stateHash, type Command, type Effect } from '@quorumq/queue';
@@ -13,7 +14,9 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 
 import { AdoptedBodies } from '../src/adopted-bodies.js';
 import { decodeQueueSnapshot, encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/log-format.js';
+import { Status } from '../src/errors.js';
 import { ENTRY_SPAN, QueueReplica, type QueueReplicaOptions } from '../src/queue-replica.js';
+import { serveSnapshotBodies, type FetchBodies, type SnapshotSource } from '../src/snapshot-bodies.js';
 import { portableOf, TestStores } from './test-message-store.js';
 
 import pb = quorumq.v1;
@@ -37,6 +40,7 @@ const enqueue = (n: number, bytes = 1024, key?: string): EntryCommand => ({
   ...(key === undefined ? {} : { key }),
 });
 const get: Command = { type: 'get', ackMode: 'auto' };
+const source = (index: number): SnapshotSource => ({ groupId: GROUP, from: 'n1', index, pause: () => Promise.resolve() });
 const tick: Command = { type: 'tick' };
 
 function replica(store: MessageStore, options: QueueReplicaOptions = {}, effects: Effect[] = []): QueueReplica {
@@ -136,29 +140,27 @@ describe('a queue replica on the message store', () => {
     expect(reopened.stats().liveRecords).toBe(0);
   });
 
-  it("expands a local snapshot into a portable one that restores on another node's store, which replaces it soon", async () => {
+  it("restores a portable snapshot (saved by a release before the message store) on another node's store, and replaces it soon", async () => {
     const store = await stores.open();
     const other = await stores.open();
     expect(other.storeId).not.toBe(store.storeId);
     const r = replica(store);
     fill(r, 300, 200);
     const local = r.snapshot();
-    const portable = portableOf(r, local, 64)!;
-    expect(portable).not.toBeNull();
+    const portable = portableOf(r, local)!;
     const decoded = decodeQueueSnapshot(portable);
     expect(decoded.refs).toBeNull();
     expect(decoded.messages.size).toBe(300);
-    // Already portable: nothing to expand.
-    expect(r.portableSnapshot(portable)).toBeNull();
 
     const lost = vi.fn();
     const follower = replica(other, { onLostBodies: lost });
+    // Nothing to prepare for the portable form.
+    expect(await follower.prepareSnapshot(portable, source(1))).toBe(portable);
     follower.restore(portable);
     expect(lost).not.toHaveBeenCalled();
     expect(stateHash(follower.state)).toBe(stateHash(r.state));
     expectSameBodies(bodiesOf(follower), bodiesOf(r));
     expect(other.stats().liveRecords).toBe(300);
-    expect(portableOf(follower, portable)).toBeNull();
     // Replaced by a local snapshot after the next command, not before.
     expect(follower.snapshotDue(1024)).toBe(false);
     follower.apply(entry(100, encodeQueueEntry(tick, null, 3000)), false);
@@ -168,32 +170,35 @@ describe('a queue replica on the message store', () => {
     expect(replacement.refs?.messageIds).toEqual([...decoded.messages.keys()]);
   });
 
-  it('keeps in the portable expansion the messages acked after the snapshot was taken, even mid-build', async () => {
+  it('serves a follower the bytes of every message its newest snapshot lists, those that left since too, until the next one is saved', async () => {
     const store = await stores.open();
     const r = replica(store);
     let index = fill(r, 20, 100);
     const before = bodiesOf(r);
-    const local = r.snapshot();
-    // Ten leave before the expansion starts, the rest while it is built (a few messages a step).
+    const local = decodeQueueSnapshot(r.snapshot());
+    const server = { snapshotIndex: 7, bodies: r.bodies };
+    const ids = local.refs!.messageIds;
+    // Ten leave, then a next snapshot begins (its predecessor is still the newest in the core).
     for (let i = 0; i < 10; i++) expect(r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true).reply.type).toBe('message');
     r.sweep();
     expect(r.bodies.size).toBe(10);
-    const lost = vi.fn();
-    const expanded = portableOf(r, local, 3, () => {
-      for (let i = 0; i < 3 && r.state.messages.size > 0; i++) r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
-      r.sweep();
-    });
-    expect(r.state.messages.size).toBe(0);
-    expect(lost).not.toHaveBeenCalled();
-    const messages = decodeQueueSnapshot(expanded!).messages;
-    expect([...messages.keys()]).toEqual([...before.keys()]);
-    for (const [id, bytes] of before) expect(Buffer.from(messages.get(id)!).equals(bytes), `message ${id}`).toBe(true);
-    // Gone once the next snapshot (which lists none of them) is saved.
-    expect(store.stats().liveRecords).toBe(20);
-    r.snapshot();
+    const build = r.snapshotSteps();
+    for (let i = 0; i < 5; i++) r.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+    r.sweep();
+    const served = serveSnapshotBodies(server, GROUP, 7, ids, 1 << 20);
+    expect(served.length).toBe(20);
+    served.forEach((bytes, i) => expect(Buffer.from(bytes!).equals(before.get(ids[i]!)!), `message ${ids[i]}`).toBe(true));
+    // An answer stops at its byte limit (one message at least).
+    expect(serveSnapshotBodies(server, GROUP, 7, ids, 1).length).toBe(1);
+    expect(serveSnapshotBodies(server, GROUP, 7, ids, 3 * before.get(ids[0]!)!.byteLength).length).toBe(3);
+    // Another snapshot than the newest is refused: what it lists may be gone.
+    expect(() => serveSnapshotBodies(server, GROUP, 6, ids, 1 << 20)).toThrow(expect.objectContaining({ code: Status.FAILED_PRECONDITION }));
+    while (build.step(1 << 20) === null);
     expect(await r.snapshotDurable()).toBe(true);
     r.snapshotSaved();
-    expect(store.stats().liveRecords).toBe(0);
+    // Saved: what only the older snapshot listed is gone; the newer one lists the other ten
+    // (five of them left while it was built: kept until the one after it is saved).
+    expect(store.stats().liveRecords).toBe(10);
   });
 
   it('takes a snapshot a step at a time that holds the queue of its start, while messages leave and arrive between the steps', async () => {
@@ -261,18 +266,6 @@ describe('a queue replica on the message store', () => {
       expect(await r.snapshotDurable()).toBe(true);
       r.snapshotSaved();
     }
-  });
-
-  it('refuses to build the portable form of a queue holding more than portableSnapshotBytesMax bytes', async () => {
-    const store = await stores.open();
-    const r = replica(store, { portableSnapshotBytesMax: 50 * 1024 });
-    let index = fill(r, 40, 1024);
-    const small = r.snapshot();
-    expect(portableOf(r, small)).not.toBeNull();
-    index = fill(r, 20, 1024, index);
-    const large = r.snapshot();
-    const refused = r.portableSnapshot(large);
-    expect(refused).toMatchObject({ refused: expect.stringContaining('portable snapshot') });
   });
 
   it('lists in a snapshot only the messages the queue still holds', async () => {
@@ -421,5 +414,146 @@ describe('a queue replica on the message store', () => {
     const got = restored.apply(entry(10, encodeQueueEntry(get, null, 2000)), true);
     expect(got.reply.type).toBe('message');
     expect(got.stored).toBeUndefined();
+  });
+});
+
+describe('a follower preparing a snapshot the leader sent (snapshot-bodies.ts)', () => {
+  /** A fetch served by `leader`'s replica (its newest snapshot at `index`), `bytesMax` a call; lists the ids it answered. */
+  function fetchFrom(leader: QueueReplica, index: () => number, bytesMax = 16 * 1024) {
+    const asked: number[] = [];
+    let failAfter = Infinity;
+    const fetchBodies: FetchBodies = (_peer, groupId, snapshotIndex, ids) => {
+      if (failAfter-- <= 0) return Promise.reject(new Error('the connection broke'));
+      const served = serveSnapshotBodies({ snapshotIndex: index(), bodies: leader.bodies }, groupId, snapshotIndex, ids, bytesMax);
+      asked.push(...ids.slice(0, served.length));
+      return Promise.resolve(served);
+    };
+    return { fetchBodies, asked, failAfter: (calls: number) => (failAfter = calls) };
+  }
+
+  it("fetches every listed message into its own store and installs the snapshot with references into it", async () => {
+    const leaderStore = await stores.open();
+    const followerStore = await stores.open();
+    const leader = replica(leaderStore);
+    fill(leader, 500, 200);
+    const local = leader.snapshot();
+    const fetch = fetchFrom(leader, () => 9);
+    const lost = vi.fn();
+    const follower = replica(followerStore, { fetchBodies: fetch.fetchBodies, onLostBodies: lost });
+    const prepared = await follower.prepareSnapshot(local, source(9));
+    const decoded = decodeQueueSnapshot(prepared);
+    expect(decoded.refs?.storeId).toBe(followerStore.storeId);
+    expect(decoded.refs?.messageIds).toEqual(decodeQueueSnapshot(local).refs?.messageIds);
+    // A batch at a time (16 KiB a call here), each message asked for once.
+    expect(new Set(fetch.asked).size).toBe(500);
+    expect(fetch.asked.length).toBe(500);
+    expect(followerStore.stats().liveRecords).toBe(500);
+    follower.restore(prepared);
+    expect(lost).not.toHaveBeenCalled();
+    expect(follower.incomingRecords).toBe(0);
+    expect(stateHash(follower.state)).toBe(stateHash(leader.state));
+    expectSameBodies(bodiesOf(follower), bodiesOf(leader));
+    expect(followerStore.stats().liveRecords).toBe(500);
+    // Installed in the local form already: nothing to replace soon.
+    follower.apply(entry(100, encodeQueueEntry(tick, null, 3000)), false);
+    expect(follower.snapshotDue(1024)).toBe(false);
+    follower.close();
+    expect(followerStore.stats().liveRecords).toBe(0);
+  });
+
+  it('keeps what it fetched when a fetch fails, and the next attempt (a newer snapshot) fetches only the rest', async () => {
+    const leaderStore = await stores.open();
+    const followerStore = await stores.open();
+    const leader = replica(leaderStore);
+    let index = fill(leader, 400, 200);
+    const first = leader.snapshot();
+    let newest = 9;
+    const fetch = fetchFrom(leader, () => newest);
+    fetch.failAfter(3);
+    const follower = replica(followerStore, { fetchBodies: fetch.fetchBodies });
+    await expect(follower.prepareSnapshot(first, source(9))).rejects.toThrow('the connection broke');
+    const kept = follower.incomingRecords;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBe(fetch.asked.length);
+    expect(followerStore.stats().liveRecords).toBe(kept);
+
+    // The leader goes on: 100 consumed, 50 more, then a newer snapshot is its newest.
+    for (let i = 0; i < 100; i++) leader.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+    index = fill(leader, 50, 200, index);
+    leader.sweep();
+    const second = leader.snapshot();
+    newest = 12;
+    fetch.failAfter(Infinity);
+    await expect(follower.prepareSnapshot(second, source(9))).rejects.toMatchObject({ code: Status.FAILED_PRECONDITION });
+    const before = fetch.asked.length;
+    const prepared = await follower.prepareSnapshot(second, source(12));
+    const listed = decodeQueueSnapshot(second).refs!.messageIds;
+    const keptListed = fetch.asked.slice(0, kept).filter((id) => listed.includes(id)).length;
+    expect(fetch.asked.length - before).toBe(listed.length - keptListed);
+    follower.restore(prepared);
+    expectSameBodies(bodiesOf(follower), bodiesOf(leader));
+    // What the first attempt fetched and the newer snapshot no longer lists was let go.
+    expect(followerStore.stats().liveRecords).toBe(listed.length);
+  });
+
+  it('shares the records its own replica has, and fetches only the messages it lacks', async () => {
+    const leaderStore = await stores.open();
+    const followerStore = await stores.open();
+    const leader = replica(leaderStore);
+    let index = fill(leader, 300, 200);
+    const fetch = fetchFrom(leader, () => 9);
+    const follower = replica(followerStore, { fetchBodies: fetch.fetchBodies });
+    follower.restore(await follower.prepareSnapshot(leader.snapshot(), source(9)));
+    // The follower is cut off while 50 are consumed and 120 more arrive.
+    for (let i = 0; i < 50; i++) leader.apply(entry(index++, encodeQueueEntry(get, null, 2000)), true);
+    index = fill(leader, 120, 200, index);
+    leader.sweep();
+    fetch.asked.length = 0;
+    const prepared = await follower.prepareSnapshot(leader.snapshot(), source(9));
+    expect(fetch.asked.length).toBe(120);
+    follower.restore(prepared);
+    expectSameBodies(bodiesOf(follower), bodiesOf(leader));
+    expect(followerStore.stats().liveRecords).toBe(370);
+  });
+
+  it('reports the messages the sender has no bytes for, and installs the rest', async () => {
+    const leaderStore = await stores.open();
+    const followerStore = await stores.open();
+    const leader = replica(leaderStore);
+    fill(leader, 30, 100);
+    const local = leader.snapshot();
+    const ids = decodeQueueSnapshot(local).refs!.messageIds;
+    const gone = new Set([ids[3]!, ids[17]!]);
+    const fetchBodies: FetchBodies = (_peer, groupId, snapshotIndex, asked) =>
+      Promise.resolve(serveSnapshotBodies({ snapshotIndex: 9, bodies: { read: (id) => (gone.has(id) ? undefined : leader.bodies.read(id)) } }, groupId, snapshotIndex, asked, 1 << 20));
+    const lost = vi.fn();
+    const follower = replica(followerStore, { fetchBodies, onLostBodies: lost });
+    follower.restore(await follower.prepareSnapshot(local, source(9)));
+    expect(lost).toHaveBeenCalledWith(follower, 2);
+    expect(follower.state.messages.size).toBe(30);
+    expect(follower.bodies.size).toBe(28);
+    expect(followerStore.stats().liveRecords).toBe(28);
+  });
+
+  it('refuses a snapshot that does not decode, holding nothing', async () => {
+    const followerStore = await stores.open();
+    const follower = replica(followerStore, { fetchBodies: () => Promise.reject(new Error('not called')) });
+    await expect(follower.prepareSnapshot(new Uint8Array([0x0a, 0xff, 0xff, 0x01]), source(9))).rejects.toThrow();
+    expect(follower.incomingRecords).toBe(0);
+    expect(followerStore.stats().liveRecords).toBe(0);
+  });
+
+  it('a replica closed with records held for a snapshot releases them', async () => {
+    const leaderStore = await stores.open();
+    const followerStore = await stores.open();
+    const leader = replica(leaderStore);
+    fill(leader, 100, 200);
+    const fetch = fetchFrom(leader, () => 9, 2048);
+    fetch.failAfter(2);
+    const follower = replica(followerStore, { fetchBodies: fetch.fetchBodies });
+    await expect(follower.prepareSnapshot(leader.snapshot(), source(9))).rejects.toThrow();
+    expect(followerStore.stats().liveRecords).toBeGreaterThan(0);
+    follower.close();
+    expect(followerStore.stats().liveRecords).toBe(0);
   });
 });

@@ -11,6 +11,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { decodeQueueSnapshot, encodeQueueSnapshot } from '../src/log-format.js';
+
 /** What a store reported (damaged records, failed writes): a test can assert there was none. */
 export class StoreWarnings {
   readonly messages: string[] = [];
@@ -72,27 +74,19 @@ export class TestStores {
   }
 }
 
-/** What QueueReplica.portableSnapshot gives: the data, or a build completed a step at a time. */
-type PortableResult = Uint8Array | { step(budget: number): Uint8Array | null } | { readonly refused: string } | null;
-
 /**
- * The portable form of a local snapshot `data` of `replica` (null when `data` is portable
- * already), its build run to completion `budget` messages at a time. `between` runs after
- * each step that did not complete it (what the node may do meanwhile: apply entries).
+ * The portable form of a local snapshot `data` of `replica`: every message it lists with its
+ * bytes inline, as releases before the message store saved (and their leaders sent) them.
+ * Null when `data` is portable already.
  */
-export function portableOf(
-  replica: { portableSnapshot(data: Uint8Array): PortableResult },
-  data: Uint8Array,
-  budget = 4096,
-  between?: (step: number) => void,
-): Uint8Array | null {
-  const built = replica.portableSnapshot(data);
-  if (built === null || built instanceof Uint8Array) return built;
-  if ('refused' in built) throw new Error(`the portable snapshot was refused: ${built.refused}`);
-  for (let step = 1; step <= 1_000_000; step++) {
-    const out = built.step(budget);
-    if (out !== null) return out;
-    between?.(step);
+export function portableOf(replica: { bodies: { read(id: number): Uint8Array | undefined } }, data: Uint8Array): Uint8Array | null {
+  const snapshot = decodeQueueSnapshot(data);
+  if (snapshot.refs === null) return null;
+  const messages: Array<readonly [number, Uint8Array]> = [];
+  for (const id of snapshot.refs.messageIds) {
+    const bytes = replica.bodies.read(id);
+    if (bytes === undefined) throw new Error(`message ${id} has no bytes`);
+    messages.push([id, bytes]);
   }
-  throw new Error('the portable snapshot build did not complete');
+  return encodeQueueSnapshot(snapshot.machine, messages);
 }

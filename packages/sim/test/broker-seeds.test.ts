@@ -53,6 +53,9 @@ describe('bugs planted in the broker are caught', { timeout: 300_000 }, () => {
     // Glue: a queue snapshot saved before the message store made the bytes it references
     // durable (a crash then loses bodies the WAL no longer holds).
     ['snapshotBeforeBodiesDurable', ['ConfirmedNotLost']],
+    // Glue: a follower installs the leader's snapshot (references into the leader's store)
+    // without fetching the bytes it lists; once it leads, deliveries lack their bodies.
+    ['installWithoutBodies', ['ConfirmedNotLost']],
     ['ackBeforeFsync', ['ConfirmedNotLost', 'ReplicasAgree', 'StateMachineSafety', 'LogMatching']],
     ['voteWithoutLogCheck', ['ConfirmedNotLost', 'ReplicasAgree', 'StateMachineSafety', 'LogMatching']],
   ];

@@ -26,7 +26,7 @@ import { SimPeerLink, type SimCluster } from './sim-peer-link.js';
 import pb = quorumq.v1;
 
 /** Bugs planted to prove the broker simulation catches them. */
-export type BrokerSimBug = PlantedBug | 'ackBeforeFsync' | 'confirmDeadLetterBeforeTarget' | 'confirmMoveBeforeTarget' | 'snapshotBeforeBodiesDurable';
+export type BrokerSimBug = PlantedBug | 'ackBeforeFsync' | 'confirmDeadLetterBeforeTarget' | 'confirmMoveBeforeTarget' | 'snapshotBeforeBodiesDurable' | 'installWithoutBodies';
 export const BROKER_SIM_BUGS: readonly BrokerSimBug[] = [
   'commitPreviousTermByCount',
   'voteWithoutLogCheck',
@@ -34,8 +34,9 @@ export const BROKER_SIM_BUGS: readonly BrokerSimBug[] = [
   'confirmDeadLetterBeforeTarget',
   'confirmMoveBeforeTarget',
   'snapshotBeforeBodiesDurable',
+  'installWithoutBodies',
 ];
-const NODE_BUGS: ReadonlySet<BrokerSimBug> = new Set(['ackBeforeFsync', 'confirmDeadLetterBeforeTarget', 'confirmMoveBeforeTarget', 'snapshotBeforeBodiesDurable']);
+const NODE_BUGS: ReadonlySet<BrokerSimBug> = new Set(['ackBeforeFsync', 'confirmDeadLetterBeforeTarget', 'confirmMoveBeforeTarget', 'snapshotBeforeBodiesDurable', 'installWithoutBodies']);
 
 export interface BrokerSimOptions {
   readonly seed: number;
@@ -272,7 +273,7 @@ export class BrokerSimulation implements SimCluster {
           testOnlyBugs: {
             deadLetter: { confirmBeforeTargets: this.bugs.has('confirmDeadLetterBeforeTarget') },
             move: { confirmBeforeTarget: this.bugs.has('confirmMoveBeforeTarget') },
-            replica: { snapshotBeforeBodiesDurable: this.bugs.has('snapshotBeforeBodiesDurable') },
+            replica: { snapshotBeforeBodiesDurable: this.bugs.has('snapshotBeforeBodiesDurable'), installWithoutBodies: this.bugs.has('installWithoutBodies') },
           },
         });
         this.nodes.set(id, node);

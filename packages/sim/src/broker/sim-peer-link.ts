@@ -1,4 +1,4 @@
-import { BrokerError, ForwardError, NODE_BEAT_GROUP, Status, beatMessage, type BrokerNode, type PeerLink } from '@quorumq/server/core';
+import { BrokerError, FETCH_BYTES_MAX, ForwardError, NODE_BEAT_GROUP, Status, beatMessage, type BrokerNode, type PeerLink } from '@quorumq/server/core';
 import type { Message, NodeId, Random } from '@quorumq/raft';
 
 import { chance, type NetworkFaults, type SimNetwork } from '../network.js';
@@ -72,6 +72,46 @@ export class SimPeerLink implements PeerLink {
         );
       });
       void network;
+    });
+  }
+
+  /**
+   * A fetch of a snapshot's message bytes (see snapshot-bodies.ts) as a call on the
+   * simulated network: dropped (the caller times out), delayed, refused by a peer that is
+   * down, or answered with the peer's error.
+   */
+  fetchBodies(peer: NodeId, groupId: string, snapshotIndex: number, ids: readonly number[], timeoutMs: number): Promise<ReadonlyArray<Uint8Array | null>> {
+    const { scheduler } = this.cluster;
+    const from = this.self;
+    const asked = [...ids];
+    return new Promise((resolve, reject) => {
+      if (this.cluster.live(peer) === null) {
+        reject(new CallError(Status.UNAVAILABLE, `peer ${peer} is unreachable`));
+        return;
+      }
+      let settled = false;
+      const settle = (action: () => void): void => {
+        if (settled || !this.alive()) return;
+        settled = true;
+        action();
+      };
+      scheduler.after(Math.ceil(timeoutMs), `fetch-timeout ${from}->${peer}`, () =>
+        settle(() => reject(new CallError(Status.DEADLINE_EXCEEDED, 'deadline exceeded'))),
+      );
+      this.transmit(from, peer, `fetch ${from}->${peer} ${groupId}`, () => {
+        const node = this.cluster.live(peer);
+        if (node === null) return;
+        let answer: () => void;
+        try {
+          // The bytes are copied, as a real call serializes them.
+          const served = node.serveSnapshotBodies(groupId, snapshotIndex, asked, FETCH_BYTES_MAX).map((body) => (body === null ? null : new Uint8Array(body)));
+          answer = () => resolve(served);
+        } catch (error) {
+          const code = error instanceof BrokerError ? error.code : Status.INTERNAL;
+          answer = () => reject(new CallError(code, error instanceof Error ? error.message : String(error)));
+        }
+        this.transmit(peer, from, `fetch-reply ${peer}->${from} ${groupId}`, () => settle(answer));
+      });
     });
   }
 
