@@ -115,6 +115,16 @@ export class NodeMetrics {
       if (stats !== undefined) this.messageStoreRecords.set(stats.liveRecords);
     },
   });
+  readonly snapshotsInstalled = new Counter({
+    name: 'quorumq_snapshots_installed_total',
+    help: "Queue snapshots a leader sent that this node prepared (fetched the message bytes they list) and installed",
+    registers: [this.registry],
+  });
+  readonly snapshotBytesFetched = new Counter({
+    name: 'quorumq_snapshot_fetched_bytes_total',
+    help: 'Message bytes this node fetched from leaders to install their queue snapshots',
+    registers: [this.registry],
+  });
   readonly messageStoreCompactions: Gauge = new Gauge({
     name: 'quorumq_message_store_compactions',
     help: "Segments of the node's message store rewritten by compaction since the node started",

@@ -157,6 +157,7 @@ export class BrokerNode {
       ...(parts.testOnlyBugs?.replica !== undefined ? { testOnlyBugs: parts.testOnlyBugs.replica } : {}),
       link,
       logger,
+      metrics,
       meta: this.meta,
       consumers: this.consumers,
       electionTicks: config.electionTicks,

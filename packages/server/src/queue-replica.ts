@@ -29,7 +29,7 @@ import { MessageStoreWriteError, type MessageStoreApi } from '@quorumq/storage';
 
 import type { AdoptedBodies } from './adopted-bodies.js';
 import type { GroupMachine, SnapshotBuild } from './raft-group.js';
-import { IncomingBodies, type FetchBodies, type SnapshotSource } from './snapshot-bodies.js';
+import { IncomingBodies, type FetchBodies, type PreparedSnapshot, type SnapshotSource } from './snapshot-bodies.js';
 import { assembleQueueSnapshotRefs, decodeQueueEntry, decodeQueueSnapshot, PackedDeltas, type DecodedCommand, type DecodedQueueEntry } from './log-format.js';
 import { ReplicaBodies, type SnapshotListing } from './replica-bodies.js';
 import type { OutgoingDelivery } from './wire.js';
@@ -116,6 +116,8 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   private restoredPortable = false;
   /** The records of a snapshot received from the leader and being prepared (see prepareSnapshot). */
   private incoming: IncomingBodies | null = null;
+  /** What the last snapshot prepared here listed and fetched (for the node's log). */
+  lastPrepared: Omit<PreparedSnapshot, 'data'> | null = null;
   /** Memory reused from one snapshot taken in steps to the next (see snapshotSteps). */
   private scratch: {
     readonly machine: SnapshotScratch;
@@ -354,10 +356,11 @@ export class QueueReplica implements GroupMachine<QueueApplyResult> {
   async prepareSnapshot(data: Uint8Array, source: SnapshotSource): Promise<Uint8Array> {
     const snapshot = decodeQueueSnapshot(data);
     if (snapshot.refs === null || this.options.testOnlyBugs?.installWithoutBodies === true) return data;
-    decodeSnapshot(snapshot.machine);
     this.incoming ??= new IncomingBodies(this.bodies.store, this.options.fetchBodies ?? noFetch);
     const prepared = await this.incoming.prepare(snapshot, source, this.bodies);
     if (prepared.lost > 0) this.options.onLostBodies?.(this, prepared.lost);
+    const { lost, listed, fetched, fetchedBytes } = prepared;
+    this.lastPrepared = { lost, listed, fetched, fetchedBytes };
     return prepared.data;
   }
 

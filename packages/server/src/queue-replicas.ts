@@ -15,6 +15,7 @@ import { invariant } from './invariant.js';
 import type { LeaderDuties } from './leader-duties.js';
 import { META_GROUP, queueGroupId, type LocalQueue } from './local-queue.js';
 import type { MetaMachine, QueueDefinition } from './meta-machine.js';
+import type { NodeMetrics } from './metrics.js';
 import type { NodeEnv } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
 import type { ProposalRouter } from './proposal-router.js';
@@ -48,6 +49,8 @@ export interface QueueReplicasParts {
   readonly testOnlyBugs?: ReplicaTestOnlyBugs;
   readonly link: Pick<PeerLink, 'send' | 'fetchBodies'>;
   readonly logger: Logger;
+  /** The node's metrics (snapshots installed); none in tests that build replicas alone. */
+  readonly metrics?: NodeMetrics;
   readonly meta: MetaMachine;
   readonly consumers: ConsumerRegistry;
   readonly electionTicks: number;
@@ -224,6 +227,14 @@ export class QueueReplicas {
         if (local !== null) wiring.duties.afterApplied(local);
       },
       onFatal: (error) => parts.fatal(error),
+      onPrepared: (index, ms) => {
+        parts.metrics?.snapshotsInstalled.inc();
+        parts.metrics?.snapshotBytesFetched.inc(replica.lastPrepared?.fetchedBytes ?? 0);
+        parts.logger.info(
+          { queue: definition.name, snapshotIndex: index, ms: Math.round(ms), ...replica.lastPrepared },
+          'fetched what the snapshot the leader sent lists; installing it',
+        );
+      },
       onPrepareFailed: (error) =>
         parts.logger.warn({ queue: definition.name, err: error }, 'could not install the snapshot the leader sent (its messages\' bytes were not all fetched); waiting for it again'),
       // The metadata names the queue's members (a later membership change goes through it).

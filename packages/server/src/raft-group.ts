@@ -114,6 +114,8 @@ export interface RaftGroupOptions<R> {
   readonly onFatal: (error: unknown) => void;
   /** The machine could not prepare a snapshot received from the leader (see GroupMachine.prepareSnapshot); it is sent again. */
   readonly onPrepareFailed?: (error: unknown) => void;
+  /** A snapshot received from the leader was prepared in `ms` and handed to the core to install. */
+  readonly onPrepared?: (index: number, ms: number) => void;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
   /**
@@ -383,9 +385,12 @@ export class RaftGroup<R> {
     this.preparing = true;
     const { env } = this.options;
     const pause = (): Promise<void> => new Promise((resolve) => env.endOfTurn(resolve));
+    const started = env.now();
     machine.prepareSnapshot(held.data, { groupId: this.groupId, from, index, pause }).then(
       (data) => {
         this.preparing = false;
+        if (this.stopped) return;
+        this.options.onPrepared?.(index, env.now() - started);
         this.guard(() => this.raft.installReceivedSnapshot(index, data));
       },
       (error: unknown) => {

@@ -24,14 +24,20 @@ import type { MessageStoreApi } from '@quorumq/storage';
 
 import { BrokerError, Reason, Status } from './errors.js';
 import { IdHandleIndex } from './id-handle-index.js';
-import { encodeQueueSnapshotRefs, type DecodedQueueSnapshot } from './log-format.js';
+import { assembleQueueSnapshotRefs, PackedDeltas, type DecodedQueueSnapshot } from './log-format.js';
 import type { ReplicaBodies } from './replica-bodies.js';
 
-/** Message ids a follower asks for in one call. */
+/** Message ids a follower asks for in one call (4 MiB of 1 KiB messages). */
 export const FETCH_IDS_MAX = 4096;
 
+/**
+ * Calls a follower has in flight to the sender: while one answer is read from the sender's
+ * store and sent, the previous one goes into the follower's store.
+ */
+const FETCHES_IN_FLIGHT = 2;
+
 /** Bytes a member answers one call with, at most (and at least one message). */
-export const FETCH_BYTES_MAX = 4 * 1024 * 1024;
+export const FETCH_BYTES_MAX = 8 * 1024 * 1024;
 
 /** Listed messages a preparation looks at between two pauses (other work runs between). */
 const PREPARE_STEP = 16_384;
@@ -87,6 +93,10 @@ export interface PreparedSnapshot {
   readonly data: Uint8Array;
   /** Listed messages the sender had no bytes for (not listed in `data`). */
   readonly lost: number;
+  /** Messages the snapshot lists, and how many of them were fetched (the others were here), with their bytes. */
+  readonly listed: number;
+  readonly fetched: number;
+  readonly fetchedBytes: number;
 }
 
 /**
@@ -127,6 +137,8 @@ export class IncomingBodies {
     const next = new IdHandleIndex();
     next.reserve(ids.length);
     let lost = 0;
+    let fetched = 0;
+    let fetchedBytes = 0;
     let done = false;
     try {
       const window = new Int32Array(Math.min(PREPARE_STEP, ids.length));
@@ -142,21 +154,39 @@ export class IncomingBodies {
           if (handle === NONE) wanted.push(i);
         }
         try {
-          // Each answer goes into the store as it comes: a failed call keeps what came before.
-          for (let w = 0; w < wanted.length; ) {
-            const asked = wanted.slice(w, w + FETCH_IDS_MAX).map((i) => ids[i]!);
-            const answer = await this.fetch(source.from, source.groupId, source.index, asked);
-            if (answer.length === 0 || answer.length > asked.length) throw new Error(`${source.from} answered ${answer.length} of ${asked.length} messages`);
-            for (const body of answer) {
-              const i = wanted[w++]!;
-              if (body === null) {
-                lost++;
-                window[i - start] = LOST;
-              } else {
-                window[i - start] = this.store.put(body);
+          // FETCHES_IN_FLIGHT calls at a time, each answer put into the store as it comes (a
+          // failed call keeps what came before); a short answer's rest is asked again.
+          const slices: Array<readonly [number, number]> = [];
+          for (let w = 0; w < wanted.length; w += FETCH_IDS_MAX) slices.push([w, Math.min(wanted.length, w + FETCH_IDS_MAX)]);
+          let failed = false;
+          const worker = async (): Promise<void> => {
+            for (let slice = slices.shift(); slice !== undefined && !failed; slice = slices.shift()) {
+              const [from, to] = slice;
+              const asked = wanted.slice(from, to).map((i) => ids[i]!);
+              const answer = await this.fetch(source.from, source.groupId, source.index, asked).catch((error: unknown) => {
+                failed = true;
+                throw error;
+              });
+              if (answer.length === 0 || answer.length > asked.length) throw new Error(`${source.from} answered ${answer.length} of ${asked.length} messages`);
+              for (let k = 0; k < answer.length; k++) {
+                const body = answer[k]!;
+                const i = wanted[from + k]!;
+                if (body === null) {
+                  lost++;
+                  window[i - start] = LOST;
+                } else {
+                  window[i - start] = this.store.put(body);
+                  fetched++;
+                  fetchedBytes += body.byteLength;
+                }
               }
+              if (from + answer.length < to) slices.push([from + answer.length, to]);
             }
-          }
+          };
+          const workers = Array.from({ length: Math.min(FETCHES_IN_FLIGHT, slices.length) }, () => worker());
+          // Every call settles before the window is kept (a late answer's records with it).
+          const settled = await Promise.allSettled(workers);
+          for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
         } finally {
           for (let i = start; i < end; i++) if (window[i - start]! >= 0) next.set(ids[i]!, window[i - start]!);
         }
@@ -173,15 +203,15 @@ export class IncomingBodies {
         this.staged = merge(next, previous, this.store);
       }
     }
-    const messageIds: number[] = [];
-    const recordIds: number[] = [];
+    const messageIds = new PackedDeltas(next.size);
+    const recordIds = new PackedDeltas(next.size);
     next.forEach((id, handle) => {
       messageIds.push(id);
       recordIds.push(this.store.recordId(handle));
     });
-    const data = encodeQueueSnapshotRefs(snapshot.machine, { storeId: this.store.storeId, messageIds, recordIds });
+    const data = assembleQueueSnapshotRefs(snapshot.machine, this.store.storeId, messageIds, recordIds);
     this.preparedData = data;
-    return { data, lost };
+    return { data, lost, listed: ids.length, fetched, fetchedBytes };
   }
 
   /**
