@@ -12,9 +12,9 @@ const isChunk = (m: Message): m is SnapshotChunkMessage => m.type === 'snapshot'
 const encoder = new TextEncoder();
 const values = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `value-${String(from + i).padStart(2, '0')}`);
 
-/** c is cut off while a commits 30 commands, then a snapshots; every node holds received snapshots. */
-function laggingFollower(): TestCluster {
-  const c = new TestCluster(['a', 'b', 'c'], { snapshotChunkBytes: 16, retainedEntriesAfterSnapshot: 1, holdReceivedSnapshots: true });
+/** c is cut off while a commits 30 commands, then a snapshots; every node holds received snapshots (unless `hold` is false). */
+function laggingFollower(hold = true): TestCluster {
+  const c = new TestCluster(['a', 'b', 'c'], { snapshotChunkBytes: 16, retainedEntriesAfterSnapshot: 1, holdReceivedSnapshots: hold });
   c.elect('a');
   c.isolate('c');
   for (const value of values(0, 30)) c.propose('a', value);
@@ -110,14 +110,7 @@ describe('holdReceivedSnapshots', () => {
   });
 
   test('without the option a follower installs the snapshot as soon as its last chunk arrives', () => {
-    const c = new TestCluster(['a', 'b', 'c'], { snapshotChunkBytes: 16, retainedEntriesAfterSnapshot: 1 });
-    c.elect('a');
-    c.isolate('c');
-    for (const value of values(0, 30)) c.propose('a', value);
-    c.stabilize();
-    run(c, 1);
-    c.snapshot('a');
-    c.heal();
+    const c = laggingFollower(false);
     run(c, 3);
     expect(c.raft('c').receivedSnapshot).toBeNull();
     expect(c.node('c').machine).toEqual(values(0, 30));

@@ -251,23 +251,34 @@ describe('a 240 MB backlog (default 64 MiB segments, snapshots every 1 MiB of lo
   });
 });
 
+/** A cluster with metrics (its nodes' `env` added) started before a block's tests and closed after them, and a client. */
+function clusterForBlock(env: Record<string, string>): { readonly cluster: TestCluster; readonly client: QuorumqClient } {
+  const block: { cluster?: TestCluster; client?: QuorumqClient } = {};
+  beforeAll(async () => {
+    block.cluster = await TestCluster.start({ metrics: true, env });
+    block.client = block.cluster.client({ failoverTimeoutMs: 30_000 });
+  });
+  afterAll(async () => {
+    await block.cluster?.close();
+  });
+  return {
+    get cluster() {
+      return block.cluster!;
+    },
+    get client() {
+      return block.client!;
+    },
+  };
+}
+
 describe('a follower that missed a backlog catches up by snapshot, fetching the bytes from the leader', () => {
   const QUEUE = 'catch-up';
   const COUNT = 20_000;
   const QUEUED_BYTES = COUNT * BODY_BYTES;
-  let cluster: TestCluster;
-  let client: QuorumqClient;
-
-  beforeAll(async () => {
-    cluster = await TestCluster.start({ metrics: true, env: { QUORUMQ_SNAPSHOT_LOG_BYTES_MIN: String(MiB) } });
-    client = cluster.client({ failoverTimeoutMs: 30_000 });
-  });
-
-  afterAll(async () => {
-    await cluster?.close();
-  });
+  const block = clusterForBlock({ QUORUMQ_SNAPSHOT_LOG_BYTES_MIN: String(MiB) });
 
   it('installs the snapshot with every body in its own store, and serves them all once it leads', async () => {
+    const { cluster, client } = block;
     await client.declareQueue(QUEUE);
     const leader = await cluster.leaderOf(QUEUE, client);
     const follower = cluster.nodes.find((n) => n.id !== leader)!.id;

@@ -44,47 +44,35 @@ export class SimPeerLink implements PeerLink {
   }
 
   propose(peer: NodeId, groupId: string, command: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
-    const { scheduler, network } = this.cluster;
-    const from = this.self;
     // The peer's copy of the bytes (a real call serializes them; the leader stamps its own).
     const bytes = new Uint8Array(command);
-    return new Promise<Uint8Array>((resolve, reject) => {
-      if (this.cluster.live(peer) === null) {
-        reject(new CallError(Status.UNAVAILABLE, `peer ${peer} is unreachable`));
-        return;
-      }
-      let settled = false;
-      const settle = (action: () => void): void => {
-        if (settled || !this.alive()) return;
-        settled = true;
-        action();
-      };
-      scheduler.after(Math.ceil(timeoutMs), `propose-timeout ${from}->${peer}`, () =>
-        settle(() => reject(new CallError(Status.DEADLINE_EXCEEDED, 'deadline exceeded'))),
-      );
-      const answer = (action: () => void): void => this.transmit(peer, from, `propose-reply ${peer}->${from} ${groupId}`, () => settle(action));
-      this.transmit(from, peer, `propose ${from}->${peer} ${groupId}`, () => {
-        const node = this.cluster.live(peer);
-        if (node === null) return;
-        node.router.handleForwarded(groupId, bytes).then(
-          (reply) => answer(() => resolve(reply)),
-          (error: unknown) => answer(() => reject(asForwardError(error))),
-        );
-      });
-      void network;
-    });
+    return this.call(peer, 'propose', groupId, timeoutMs, (node) => node.router.handleForwarded(groupId, bytes), asForwardError);
+  }
+
+  /** A fetch of a snapshot's message bytes (see snapshot-bodies.ts), as a call on the simulated network. */
+  fetchBodies(peer: NodeId, groupId: string, snapshotIndex: number, ids: readonly number[], timeoutMs: number): Promise<ReadonlyArray<Uint8Array | null>> {
+    const asked = [...ids];
+    return this.call(
+      peer,
+      'fetch',
+      groupId,
+      timeoutMs,
+      // The bytes are copied, as a real call serializes them.
+      (node) => Promise.resolve(node.serveSnapshotBodies(groupId, snapshotIndex, asked, FETCH_BYTES_MAX).map((body) => (body === null ? null : new Uint8Array(body)))),
+      (error) => new CallError(error instanceof BrokerError ? error.code : Status.INTERNAL, error instanceof Error ? error.message : String(error)),
+    );
   }
 
   /**
-   * A fetch of a snapshot's message bytes (see snapshot-bodies.ts) as a call on the
-   * simulated network: dropped (the caller times out), delayed, refused by a peer that is
-   * down, or answered with the peer's error.
+   * A unary call to `peer`: refused at once (UNAVAILABLE) when the peer is down; otherwise
+   * the request and the answer are messages the network may drop (the caller then times out:
+   * DEADLINE_EXCEEDED) or delay. `serve` runs on the peer; its failure reaches the caller as
+   * `asError` makes it.
    */
-  fetchBodies(peer: NodeId, groupId: string, snapshotIndex: number, ids: readonly number[], timeoutMs: number): Promise<ReadonlyArray<Uint8Array | null>> {
+  private call<T>(peer: NodeId, name: string, groupId: string, timeoutMs: number, serve: (node: BrokerNode) => Promise<T>, asError: (error: unknown) => Error): Promise<T> {
     const { scheduler } = this.cluster;
     const from = this.self;
-    const asked = [...ids];
-    return new Promise((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       if (this.cluster.live(peer) === null) {
         reject(new CallError(Status.UNAVAILABLE, `peer ${peer} is unreachable`));
         return;
@@ -95,22 +83,23 @@ export class SimPeerLink implements PeerLink {
         settled = true;
         action();
       };
-      scheduler.after(Math.ceil(timeoutMs), `fetch-timeout ${from}->${peer}`, () =>
+      scheduler.after(Math.ceil(timeoutMs), `${name}-timeout ${from}->${peer}`, () =>
         settle(() => reject(new CallError(Status.DEADLINE_EXCEEDED, 'deadline exceeded'))),
       );
-      this.transmit(from, peer, `fetch ${from}->${peer} ${groupId}`, () => {
+      const answer = (action: () => void): void => this.transmit(peer, from, `${name}-reply ${peer}->${from} ${groupId}`, () => settle(action));
+      this.transmit(from, peer, `${name} ${from}->${peer} ${groupId}`, () => {
         const node = this.cluster.live(peer);
         if (node === null) return;
-        let answer: () => void;
+        let served: Promise<T>;
         try {
-          // The bytes are copied, as a real call serializes them.
-          const served = node.serveSnapshotBodies(groupId, snapshotIndex, asked, FETCH_BYTES_MAX).map((body) => (body === null ? null : new Uint8Array(body)));
-          answer = () => resolve(served);
+          served = serve(node);
         } catch (error) {
-          const code = error instanceof BrokerError ? error.code : Status.INTERNAL;
-          answer = () => reject(new CallError(code, error instanceof Error ? error.message : String(error)));
+          served = Promise.reject(error);
         }
-        this.transmit(peer, from, `fetch-reply ${peer}->${from} ${groupId}`, () => settle(answer));
+        served.then(
+          (reply) => answer(() => resolve(reply)),
+          (error: unknown) => answer(() => reject(asError(error))),
+        );
       });
     });
   }
