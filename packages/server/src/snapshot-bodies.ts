@@ -64,7 +64,7 @@ export interface SnapshotBodiesServer {
 
 /**
  * The bytes of the messages `ids` (listed by this member's snapshot at `snapshotIndex`), in
- * order, until `bytesMax` is reached (at least one); null for one this member has no bytes
+ * order, as many as fit in `bytesMax` (at least one); null for one this member has no bytes
  * for. Refused (FAILED_PRECONDITION) when that snapshot is no longer the group's newest here:
  * what it lists may be gone.
  */
@@ -80,10 +80,12 @@ export function serveSnapshotBodies(server: SnapshotBodiesServer, groupId: strin
   const out: Array<Uint8Array | null> = [];
   let bytes = 0;
   for (const id of ids) {
-    if (out.length > 0 && bytes >= limit) break;
     const body = server.bodies.read(id) ?? null;
+    const size = body?.byteLength ?? 0;
+    // Never over the limit but for a first message larger than it (up to max_message_bytes).
+    if (out.length > 0 && bytes + size > limit) break;
     out.push(body);
-    if (body !== null) bytes += body.byteLength;
+    bytes += size;
   }
   return out;
 }
