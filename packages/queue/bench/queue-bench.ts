@@ -4,7 +4,9 @@
  * (a) apply throughput of an enqueue -> deliver -> ack cycle on one core;
  * (b) heap bytes per ready message with a 1,000,000-message backlog (bodies excluded);
  * (c) snapshot size, encode and decode time of that backlog, and the encode time after churn
- *     (a tenth of it consumed from the head and as many enqueued: slots no longer in id order).
+ *     (a tenth of it consumed from the head and as many enqueued: slots no longer in id order);
+ * (d) the longest single enqueue while a queue grows to 4,200,000 messages (its store grows
+ *     its columns and its id index on the way: a pause every replica takes at once).
  * Each measurement runs REPEATS times; the table shows every run and the median.
  * Run with `node --expose-gc` (the npm script does) so (b) measures live heap, not garbage.
  */
@@ -17,6 +19,7 @@ const CYCLES = 300_000;
 const BACKLOG_MESSAGES = 1_000_000;
 const CHURN_MESSAGES = 100_000;
 const MESSAGE_BYTES = 1024;
+const GROW_MESSAGES = 4_200_000;
 const TARGET_COMMANDS_PER_SEC = 500_000;
 const TARGET_BYTES_PER_MESSAGE = 64;
 
@@ -44,6 +47,19 @@ function measureCycle(): number {
     commands += 2;
   }
   return commands / ((performance.now() - started) / 1000);
+}
+
+/** The longest apply of one enqueue, in ms, while a queue grows to GROW_MESSAGES messages. */
+function measureLongestEnqueue(): number {
+  let state = newQueue();
+  const enqueue: Command = { type: 'enqueue', sizeBytes: MESSAGE_BYTES, exchange: '', routingKeys: ['bench'] };
+  let longest = 0;
+  for (let i = 1; i <= GROW_MESSAGES; i++) {
+    const started = performance.now();
+    state = apply({ index: i, term: 1, now: 0 }, enqueue, state).state;
+    longest = Math.max(longest, performance.now() - started);
+  }
+  return longest;
 }
 
 /** JS heap plus typed-array storage (which V8 keeps outside heapUsed). */
@@ -115,6 +131,11 @@ async function main(): Promise<void> {
     backlogs.push(await measureBacklog());
     console.log(`  backlog run ${run}/${REPEATS} done`);
   }
+  const longest: number[] = [];
+  for (let run = 1; run <= REPEATS; run++) {
+    await settleHeap();
+    longest.push(measureLongestEnqueue());
+  }
   const int = (v: number): string => Math.round(v).toLocaleString('en-US');
   const one = (v: number): string => v.toFixed(1);
   console.log(`\n${''.padEnd(48)}${[1, 2, 3].map((r) => `run ${r}`.padStart(12)).join('')}${'median'.padStart(12)}`);
@@ -125,6 +146,7 @@ async function main(): Promise<void> {
   console.log(row('    snapshot bytes per message', backlogs.map((b) => b.snapshotBytes / BACKLOG_MESSAGES), one));
   console.log(row('    snapshot decode ms', backlogs.map((b) => b.decodeMs), one));
   console.log(row('    snapshot encode ms after churn', backlogs.map((b) => b.churnedSnapshotMs), one));
+  console.log(row('(d) longest enqueue ms, growing to 4.2M', longest, one));
   const throughput = median(cycles);
   const perMessage = median(backlogs.map((b) => b.bytesPerMessage));
   console.log(`\ntarget >= ${int(TARGET_COMMANDS_PER_SEC)} commands/s: ${throughput >= TARGET_COMMANDS_PER_SEC ? 'met' : 'NOT met'}`);

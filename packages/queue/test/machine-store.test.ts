@@ -88,6 +88,65 @@ describe('MessageStore (compact per-message storage)', () => {
     );
   });
 
+  it('grows its index a step at a time: lookups, deletes, clones and shrinks in the middle of a growth', () => {
+    const store = new MessageStore();
+    const growing = (): boolean => (store as unknown as { previousIndex: Int32Array | null }).previousIndex !== null;
+    const live = new Set<number>();
+    let id = 0;
+    let midGrowth = 0;
+    const expectAll = (target: MessageStore): void => {
+      expect(target.size).toBe(live.size);
+      const wrong = [...live].filter((kept) => target.get(kept)?.id !== kept);
+      expect(wrong).toEqual([]);
+      expect(target.has(id + 1)).toBe(false);
+    };
+    // Through several growths (16 -> 65,536 slots), deleting and checking while they are under way.
+    while (id < 40_000) {
+      id += 1;
+      store.insert(message(id, id % 4), 'ready');
+      live.add(id);
+      if (!growing()) continue;
+      midGrowth += 1;
+      // Deletes of messages not moved yet (old ids) and moved or new ones.
+      for (const victim of [id - 1, Math.floor(id / 2), Math.floor(id / 3)]) {
+        if (!live.has(victim)) continue;
+        expect(store.delete(victim)).toBe(true);
+        live.delete(victim);
+      }
+      if (midGrowth % 499 === 0) {
+        const copy = store.clone();
+        expectAll(copy);
+        expectAll(store);
+        // The copy is independent: the store goes on growing, the copy keeps what it had.
+        const before = new Set(live);
+        for (let k = 0; k < 50; k++) {
+          id += 1;
+          store.insert(message(id, 0), 'ready');
+          live.add(id);
+        }
+        expect(copy.size).toBe(before.size);
+        expect([...before].filter((kept) => !copy.has(kept))).toEqual([]);
+        expect(copy.has(id)).toBe(false);
+      }
+    }
+    expect(midGrowth).toBeGreaterThan(2000);
+    expectAll(store);
+    // A shrink in the middle of a growth rebuilds the index from the columns.
+    while (!growing()) {
+      id += 1;
+      store.insert(message(id, 1), 'ready');
+      live.add(id);
+    }
+    for (const victim of [...live].filter((v) => v % 7 !== 0)) {
+      store.delete(victim);
+      live.delete(victim);
+    }
+    store.shrink();
+    expect(growing()).toBe(false);
+    expectAll(store);
+    expect(store.keys()).toEqual([...live].sort((a, b) => a - b));
+  });
+
   it('gives back the memory of a drained backlog (shrink), keeping every live message as it was', () => {
     const store = new MessageStore();
     for (let id = 1; id <= 100_000; id++) store.insert(message(id, id % 3), 'ready');

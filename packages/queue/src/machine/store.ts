@@ -66,6 +66,14 @@ export interface Delivery {
 }
 
 const INITIAL_CAPACITY = 16;
+/**
+ * Positions of the previous index moved per insert while the index grows: it has twice as
+ * many positions as the inserts before the new index is half full, so 8 finishes a growth
+ * after a quarter of them.
+ */
+const INDEX_MOVES_PER_INSERT = 8;
+/** A position of the previous index whose entry was moved or deleted (entries are slot + 1 >= 1). */
+const MOVED = -1;
 /** `slotsInIdOrder` uses a table by id when the live ids span at most this many times their number. */
 const DENSE_SPAN = 8;
 
@@ -198,6 +206,15 @@ export class MessageStore {
 
   /** Open addressing: slot + 1, 0 = empty. Capacity a power of two, load <= 1/2. */
   private index = new Int32Array(INITIAL_CAPACITY * 2);
+  /**
+   * While the index grows, a step at a time: the table it had, whose entries move into the
+   * new one as messages are inserted (INDEX_MOVES_PER_INSERT positions each). A position
+   * moved or deleted holds MOVED: nothing in this table shifts, so its probe runs stay
+   * whole and a lookup skips such positions. Null when no growth is under way.
+   */
+  private previousIndex: Int32Array | null = null;
+  /** The next position of `previousIndex` to move. */
+  private previousCursor = 0;
   private freeHead = -1;
   /** Slots ever used (the rest above are untouched). */
   private used = 0;
@@ -410,6 +427,8 @@ export class MessageStore {
     } else {
       copy.index = this.index.slice();
     }
+    copy.previousIndex = this.previousIndex?.slice() ?? null;
+    copy.previousCursor = this.previousCursor;
     copy.freeHead = this.freeHead;
     copy.used = used;
     copy.count = this.count;
@@ -647,13 +666,44 @@ export class MessageStore {
     const mask = index.length - 1;
     for (let i = home(id, mask); ; i = (i + 1) & mask) {
       const entry = index[i] as number;
-      if (entry === 0) return -1;
+      if (entry === 0) return this.previousIndex === null ? -1 : this.previousSlotOf(id);
       if (this.ids[entry - 1] === id) return entry - 1;
     }
   }
 
+  /** The slot of `id` in the index being moved out of (see previousIndex), or -1. */
+  private previousSlotOf(id: number): number {
+    const position = this.previousPosition(id);
+    return position < 0 ? -1 : (this.previousIndex![position] as number) - 1;
+  }
+
+  private previousPosition(id: number): number {
+    const index = this.previousIndex!;
+    const mask = index.length - 1;
+    for (let i = home(id, mask); ; i = (i + 1) & mask) {
+      const entry = index[i] as number;
+      if (entry === 0) return -1;
+      if (entry !== MOVED && this.ids[entry - 1] === id) return i;
+    }
+  }
+
+  /**
+   * Adds `id` at `slot`. Past half full, the index grows to twice its size a step at a time
+   * (see previousIndex): a rehash of every message at once held the event loop for 0.17 s at
+   * 2M messages and 0.33 s at 4M on an idle machine, on every replica at the same command.
+   */
   private indexInsert(id: number, slot: number): void {
-    if ((this.count + 1) * 2 > this.index.length) this.rehash(this.index.length * 2);
+    if ((this.count + 1) * 2 > this.index.length) {
+      if (this.previousIndex !== null) this.movePrevious(Number.MAX_SAFE_INTEGER);
+      this.previousIndex = this.index;
+      this.previousCursor = 0;
+      this.index = new Int32Array(this.index.length * 2);
+    }
+    this.place(id, slot);
+    if (this.previousIndex !== null) this.movePrevious(INDEX_MOVES_PER_INSERT);
+  }
+
+  private place(id: number, slot: number): void {
     const index = this.index;
     const mask = index.length - 1;
     let i = home(id, mask);
@@ -661,11 +711,36 @@ export class MessageStore {
     index[i] = slot + 1;
   }
 
+  /** Moves up to `positions` positions of the previous index into the index; drops it once all are. */
+  private movePrevious(positions: number): void {
+    const previous = this.previousIndex!;
+    const end = Math.min(previous.length, this.previousCursor + positions);
+    for (let i = this.previousCursor; i < end; i += 1) {
+      const entry = previous[i] as number;
+      if (entry === 0 || entry === MOVED) continue;
+      this.place(this.ids[entry - 1] as number, entry - 1);
+      previous[i] = MOVED;
+    }
+    this.previousCursor = end;
+    if (end === previous.length) this.previousIndex = null;
+  }
+
   private indexDelete(id: number): void {
     const index = this.index;
     const mask = index.length - 1;
     let hole = home(id, mask);
-    while (this.ids[(index[hole] as number) - 1] !== id) hole = (hole + 1) & mask;
+    for (;;) {
+      const entry = index[hole] as number;
+      if (entry === 0) {
+        // Not moved yet: marked in the previous index, whose runs never shift.
+        const position = this.previousIndex === null ? -1 : this.previousPosition(id);
+        assert(position >= 0, () => `index: ${id} is in neither table`);
+        this.previousIndex![position] = MOVED;
+        return;
+      }
+      if (this.ids[entry - 1] === id) break;
+      hole = (hole + 1) & mask;
+    }
     // Backward-shift deletion: move later entries of the probe run into the hole.
     let next = hole;
     for (;;) {
@@ -684,6 +759,8 @@ export class MessageStore {
   }
 
   private rehash(capacity: number): void {
+    // Built from the columns: a growth under way is over.
+    this.previousIndex = null;
     const index = new Int32Array(capacity);
     const mask = capacity - 1;
     for (let slot = 0; slot < this.used; slot += 1) {
