@@ -8,6 +8,8 @@ export declare const SESSION_METADATA: 'quorumq-session';
 export declare const PEER_NODE_ID_METADATA: 'quorumq-node-id';
 /** Request metadata of peer calls: the cluster secret. */
 export declare const PEER_SECRET_METADATA: 'quorumq-cluster-secret';
+/** Request metadata: the caller's credentials, `Basic base64(user:password)` (RFC 7617), as HTTP sends them. */
+export declare const AUTHORIZATION_METADATA: 'authorization';
 
 /** The reasons a node sends in the quorumq-reason trailer, grouped by the gRPC status they come with. */
 export declare const Reason: {
@@ -28,6 +30,8 @@ export declare const Reason: {
   readonly SESSION_REQUIRED: 'SESSION_REQUIRED';
 
   // NOT_FOUND
+  /** A user RPC naming a user that does not exist. */
+  readonly USER_NOT_FOUND: 'USER_NOT_FOUND';
   readonly QUEUE_NOT_FOUND: 'QUEUE_NOT_FOUND';
   readonly EXCHANGE_NOT_FOUND: 'EXCHANGE_NOT_FOUND';
   /** A move followed by id that no longer exists (spec 8). */
@@ -51,6 +55,11 @@ export declare const Reason: {
 
   // PERMISSION_DENIED: e.g. declaring or deleting a built-in exchange.
   readonly PERMISSION_DENIED: 'PERMISSION_DENIED';
+  /** The user lacks the permission the call needs (the message names it: configure, write or read on a resource, or the administrator tag). */
+  readonly ACCESS_REFUSED: 'ACCESS_REFUSED';
+
+  // UNAUTHENTICATED: no credentials, or wrong ones (the message never says which, nor whether the user exists).
+  readonly UNAUTHENTICATED: 'UNAUTHENTICATED';
 
   // RESOURCE_EXHAUSTED
   /** The node is low on disk space; publishes are refused until it is freed (retriable). */
@@ -63,6 +72,8 @@ export declare const Reason: {
   readonly BATCH_TOO_LARGE: 'BATCH_TOO_LARGE';
   /** A topology limit (exchanges, queues, bindings) is reached. */
   readonly RESOURCE_EXHAUSTED: 'RESOURCE_EXHAUSTED';
+  /** Too many password checks are waiting on this node (each costs a memory-hard hash); retry later. */
+  readonly AUTHENTICATION_BUSY: 'AUTHENTICATION_BUSY';
 
   // UNAVAILABLE: retry, possibly on another node (the quorumq-leader trailer names one).
   /** This node does not lead the queue (or group). */

@@ -18,6 +18,8 @@ export const SESSION_METADATA = 'quorumq-session';
 export const PEER_NODE_ID_METADATA = 'quorumq-node-id';
 /** Request metadata of peer calls: the cluster secret. */
 export const PEER_SECRET_METADATA = 'quorumq-cluster-secret';
+/** Request metadata: the caller's credentials, `Basic base64(user:password)` (RFC 7617), as HTTP sends them. */
+export const AUTHORIZATION_METADATA = 'authorization';
 
 /** The reasons a node sends, grouped by the gRPC status they come with. */
 export const Reason = Object.freeze({
@@ -38,6 +40,8 @@ export const Reason = Object.freeze({
   SESSION_REQUIRED: 'SESSION_REQUIRED',
 
   // NOT_FOUND
+  /** A user RPC naming a user that does not exist. */
+  USER_NOT_FOUND: 'USER_NOT_FOUND',
   QUEUE_NOT_FOUND: 'QUEUE_NOT_FOUND',
   EXCHANGE_NOT_FOUND: 'EXCHANGE_NOT_FOUND',
   /** A move followed by id that no longer exists (spec 8). */
@@ -61,6 +65,11 @@ export const Reason = Object.freeze({
 
   // PERMISSION_DENIED: e.g. declaring or deleting a built-in exchange.
   PERMISSION_DENIED: 'PERMISSION_DENIED',
+  /** The user lacks the permission the call needs (the message names it: configure, write or read on a resource, or the administrator tag). */
+  ACCESS_REFUSED: 'ACCESS_REFUSED',
+
+  // UNAUTHENTICATED: no credentials, or wrong ones (the message never says which, nor whether the user exists).
+  UNAUTHENTICATED: 'UNAUTHENTICATED',
 
   // RESOURCE_EXHAUSTED
   /** The node is low on disk space; publishes are refused until it is freed (retriable). */
@@ -73,6 +82,8 @@ export const Reason = Object.freeze({
   BATCH_TOO_LARGE: 'BATCH_TOO_LARGE',
   /** A topology limit (exchanges, queues, bindings) is reached. */
   RESOURCE_EXHAUSTED: 'RESOURCE_EXHAUSTED',
+  /** Too many password checks are waiting on this node (each costs a memory-hard hash); retry later. */
+  AUTHENTICATION_BUSY: 'AUTHENTICATION_BUSY',
 
   // UNAVAILABLE: retry, possibly on another node (the quorumq-leader trailer names one).
   /** This node does not lead the queue (or group). */

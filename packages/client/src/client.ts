@@ -228,6 +228,48 @@ export class QuorumqClient {
     return { messagesDropped: wireNumber(response.messagesDropped) };
   }
 
+  // ------------------------------------------------------------------ users (docs/security.md)
+
+  /**
+   * Creates a user or changes one: its tags (replaced) and, when given, its password. A user
+   * created without a password authenticates only with a client certificate naming it.
+   * Needs the `administrator` tag when the brokers require authentication.
+   */
+  async putUser(name: string, options: { password?: string; tags?: readonly string[] } = {}): Promise<{ created: boolean }> {
+    const response = await this.transport.unary(BrokerService.putUser, { name, ...(options.password !== undefined ? { password: options.password } : {}), tags: [...(options.tags ?? [])] });
+    return { created: response.created ?? false };
+  }
+
+  async deleteUser(name: string): Promise<void> {
+    await this.transport.unary(BrokerService.deleteUser, { name });
+  }
+
+  async listUsers(): Promise<UserInfo[]> {
+    const response = await this.transport.unary(BrokerService.listUsers, {});
+    return (response.users ?? []).map((u) => ({ name: u.name ?? '', tags: [...(u.tags ?? [])], hasPassword: u.hasPassword ?? false, permissions: permissionsOf(u.permissions) }));
+  }
+
+  /** RabbitMQ's three regular expressions over queue and exchange names ("" matches nothing). */
+  async setPermissions(user: string, permissions: Permissions): Promise<void> {
+    await this.transport.unary(BrokerService.setPermissions, { user, permissions });
+  }
+
+  async clearPermissions(user: string): Promise<void> {
+    await this.transport.unary(BrokerService.clearPermissions, { user });
+  }
+
+  /** Who the broker takes this client for, and what it may do. */
+  async whoAmI(): Promise<WhoAmI> {
+    const response = await this.transport.unary(BrokerService.whoAmI, {});
+    return {
+      user: response.user ?? '',
+      mechanism: response.mechanism ?? '',
+      tags: [...(response.tags ?? [])],
+      permissions: permissionsOf(response.permissions),
+      authenticationRequired: response.authenticationRequired ?? false,
+    };
+  }
+
   async purgeQueue(name: string): Promise<{ messagesDropped: number }> {
     const response = await this.transport.unary(BrokerService.purgeQueue, { name });
     return { messagesDropped: wireNumber(response.messagesDropped) };
@@ -518,4 +560,33 @@ async function runHandler(consumer: Consumer, handler: DeliveryHandler, onError:
 /** Connects to a quorumq cluster (channels are opened lazily, on the first call). */
 export function connect(options: ConnectOptions): QuorumqClient {
   return new QuorumqClient(options);
+}
+
+/** A user's permissions: regular expressions over queue and exchange names. */
+export interface Permissions {
+  readonly configure: string;
+  readonly write: string;
+  readonly read: string;
+}
+
+export interface UserInfo {
+  readonly name: string;
+  readonly tags: string[];
+  readonly hasPassword: boolean;
+  /** Null: none set (the user may do nothing on queues and exchanges). */
+  readonly permissions: Permissions | null;
+}
+
+export interface WhoAmI {
+  /** "" when the broker does not require authentication and the client sent none. */
+  readonly user: string;
+  /** "password", "certificate" or "none". */
+  readonly mechanism: string;
+  readonly tags: string[];
+  readonly permissions: Permissions | null;
+  readonly authenticationRequired: boolean;
+}
+
+function permissionsOf(p: { configure?: string | null; write?: string | null; read?: string | null } | null | undefined): Permissions | null {
+  return p == null ? null : { configure: p.configure ?? '', write: p.write ?? '', read: p.read ?? '' };
 }

@@ -12,8 +12,11 @@ export type {
   MoveOptions,
   MoveProgress,
   NodeStatus,
+  Permissions,
   QueueArguments,
   QueueStatus,
+  UserInfo,
+  WhoAmI,
 } from './client.js';
 export { Consumer } from './consumer.js';
 export type { ConsumeOptions, ConsumerEvent, DeliveryHandler } from './consumer.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { MethodDefinition } from '@grpc/grpc-js';
-import { SESSION_METADATA } from '@quorumq/proto/errors';
+import { AUTHORIZATION_METADATA, SESSION_METADATA } from '@quorumq/proto/errors';
 import { QuorumqError, SdkReason, toQuorumqError } from './errors.js';
 
 /** Connection and retry settings shared by every call of a client. */
@@ -10,6 +10,12 @@ export interface TransportOptions {
   readonly nodes: readonly string[];
   /** Channel credentials; insecure by default. */
   readonly credentials?: grpc.ChannelCredentials;
+  /**
+   * A user's name and password, sent with every call (metadata `authorization: Basic ...`)
+   * to brokers that require authentication (docs/security.md). Over plaintext they travel
+   * in the clear: use TLS beyond loopback.
+   */
+  readonly auth?: { readonly username: string; readonly password: string };
   /**
    * Extra grpc-js channel options (keepalive, message sizes, ...). The SDK sets
    * `grpc.initial_reconnect_backoff_ms: 200`, `grpc.max_reconnect_backoff_ms: 5000` and
@@ -66,14 +72,22 @@ export const DEFAULT_CHANNEL_OPTIONS: Readonly<grpc.ClientOptions> = {
 };
 
 
-function sessionInterceptor(sessionId: string): grpc.Interceptor {
+/** Adds the session id, and the user's credentials if any, to every call. */
+function callMetadataInterceptor(sessionId: string, authorization: string | null): grpc.Interceptor {
   return (options, nextCall) =>
     new grpc.InterceptingCall(nextCall(options), {
       start: (metadata, listener, next) => {
         metadata.set(SESSION_METADATA, sessionId);
+        if (authorization !== null) metadata.set(AUTHORIZATION_METADATA, authorization);
         next(metadata, listener);
       },
     });
+}
+
+/** HTTP Basic credentials (RFC 7617), as a broker reads them. */
+export function basicAuthorization(username: string, password: string): string {
+  if (username === '' || username.includes(':')) throw new TypeError('auth.username must be non-empty and must not contain ":"');
+  return `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`;
 }
 
 /** Thrown inside a {@link Transport.withFailover} attempt to stop failing over. */
@@ -97,6 +111,7 @@ export class Transport {
   readonly leaderRouting: boolean;
   readonly topologyRefreshMs: number;
   private readonly credentials: grpc.ChannelCredentials;
+  private readonly authorization: string | null;
   private readonly channelOptions: grpc.ClientOptions;
   private readonly addresses: string[];
   private readonly clients = new Map<string, grpc.Client>();
@@ -112,6 +127,7 @@ export class Transport {
     if (options.nodes.length === 0) throw new TypeError('connect: at least one node address is required');
     this.addresses = [...new Set(options.nodes)];
     this.credentials = options.credentials ?? grpc.credentials.createInsecure();
+    this.authorization = options.auth === undefined ? null : basicAuthorization(options.auth.username, options.auth.password);
     this.channelOptions = { ...DEFAULT_CHANNEL_OPTIONS, ...options.channelOptions };
     this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
     this.failoverTimeoutMs = options.failoverTimeoutMs ?? 15_000;
@@ -134,7 +150,7 @@ export class Transport {
     if (this.closed) throw new QuorumqError('the client is closed', { code: 'CANCELLED', reason: SdkReason.CLIENT_CLOSED, retriable: false });
     let client = this.clients.get(address);
     if (client === undefined) {
-      client = new grpc.Client(address, this.credentials, { ...this.channelOptions, interceptors: [sessionInterceptor(this.sessionId)] });
+      client = new grpc.Client(address, this.credentials, { ...this.channelOptions, interceptors: [callMetadataInterceptor(this.sessionId, this.authorization)] });
       this.clients.set(address, client);
     }
     return client;

@@ -5,7 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-export interface NodeConfig {
+import { AUTH_ENV, authConfig, type AuthConfig } from './auth-config.js';
+
+export interface NodeConfig extends AuthConfig {
   /** This node's id; one of the keys of `peers`. */
   readonly nodeId: string;
   /** host:port the gRPC server binds (clients and peers). */
@@ -107,6 +109,8 @@ export const DEFAULTS = {
   requestTimeoutMs: 5000,
   exclusiveLeaseMs: 30_000,
   logLevel: 'info',
+  requireAuthentication: false,
+  admin: null,
 } as const;
 
 export class ConfigError extends Error {
@@ -255,12 +259,12 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(`${file}: expected a JSON object`);
     raw = { ...(parsed as Raw) };
   }
-  for (const [variable, key] of Object.entries(ENV)) {
+  for (const [variable, key] of [...Object.entries(ENV), ...Object.entries(AUTH_ENV)]) {
     const value = env[variable];
     if (value !== undefined && value !== '') raw[key] = value;
   }
   raw = { ...raw, ...overrides };
-  const known = new Set([...Object.values(ENV)]);
+  const known = new Set([...Object.values(ENV), ...Object.values(AUTH_ENV)]);
   for (const key of Object.keys(raw)) if (!known.has(key)) throw new ConfigError(`unknown configuration option ${JSON.stringify(key)}`);
 
   const nodeId = text(raw, 'nodeId', null);
@@ -300,6 +304,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     exclusiveLeaseMs: integer(raw, 'exclusiveLeaseMs', DEFAULTS.exclusiveLeaseMs, 100),
     logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
     clusterSecret: clusterSecret(raw, nodeId, peers),
+    ...authConfig(raw, (message) => new ConfigError(message)),
     testOnlyConfirmBeforeCommit: raw.testOnlyConfirmBeforeCommit === true || raw.testOnlyConfirmBeforeCommit === '1',
   };
   if (config.heartbeatTicks >= config.electionTicks) throw new ConfigError('heartbeatTicks must be below electionTicks');

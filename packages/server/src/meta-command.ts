@@ -11,6 +11,7 @@ import type { NodeId } from '@quorumq/raft';
 
 import { decodeJson } from './json-codec.js';
 import type { MetaCommand } from './meta-machine.js';
+import { PASSWORD_HASH_LENGTH_MAX, permissionsProblem, tagsProblem, userNameProblem, type Permissions } from './users.js';
 
 /** A queue has at most this many replicas (more than any cluster this broker runs). */
 export const QUEUE_MEMBERS_MAX = 64;
@@ -80,6 +81,11 @@ export function parseMetaCommand(value: unknown): ParsedMetaCommand {
       return parseDeclareQueue(value);
     case 'deleteQueue':
       return parseDeleteQueue(value);
+    case 'putUser':
+    case 'deleteUser':
+    case 'setPermissions':
+    case 'clearPermissions':
+      return parseUserCommand(value);
     case 'batch':
       return bad('a batch of metadata commands is not one command (only the leader batches them)');
     default:
@@ -122,6 +128,54 @@ function parseDeleteQueue(value: Fields): ParsedMetaCommand {
     command: { type: 'deleteQueue', name, reason, ...(createdIndex !== undefined ? { createdIndex: createdIndex as number } : {}) },
   };
 }
+
+/** The user commands (users.ts): names, tags, hashes and patterns as the service checks them before proposing. */
+function parseUserCommand(value: Fields): ParsedMetaCommand {
+  const type = value['type'] as 'putUser' | 'deleteUser' | 'setPermissions' | 'clearPermissions';
+  const name = value['name'];
+  const nameProblem = userNameProblem(name);
+  if (nameProblem !== null) return bad(`${type}: ${nameProblem}`);
+  const user = name as string;
+  switch (type) {
+    case 'deleteUser':
+    case 'clearPermissions':
+      return { ok: true, command: { type, name: user } };
+    case 'setPermissions': {
+      const problem = permissionsProblem(value['permissions']);
+      if (problem !== null) return bad(`setPermissions: ${problem}`);
+      return { ok: true, command: { type, name: user, permissions: permissionsOf(value['permissions']) } };
+    }
+    case 'putUser': {
+      const { passwordHash, tags, permissions, ifAbsent } = value;
+      if (passwordHash !== undefined && passwordHash !== null && !(typeof passwordHash === 'string' && passwordHash.length <= PASSWORD_HASH_LENGTH_MAX)) {
+        return bad(`putUser: passwordHash must be a hash string of at most ${PASSWORD_HASH_LENGTH_MAX} characters, or null`);
+      }
+      const tagProblem = tagsProblem(tags);
+      if (tagProblem !== null) return bad(`putUser: ${tagProblem}`);
+      if (permissions !== undefined) {
+        const problem = permissionsProblem(permissions);
+        if (problem !== null) return bad(`putUser: ${problem}`);
+      }
+      if (ifAbsent !== undefined && typeof ifAbsent !== 'boolean') return bad(`putUser: ifAbsent must be a boolean, got ${describe(ifAbsent)}`);
+      return {
+        ok: true,
+        command: {
+          type,
+          name: user,
+          ...(passwordHash !== undefined ? { passwordHash: passwordHash as string | null } : {}),
+          tags: [...(tags as string[])],
+          ...(permissions !== undefined ? { permissions: permissionsOf(permissions) } : {}),
+          ...(ifAbsent === true ? { ifAbsent: true } : {}),
+        },
+      };
+    }
+  }
+}
+
+const permissionsOf = (value: unknown): Permissions => {
+  const p = value as Permissions;
+  return { configure: p.configure, write: p.write, read: p.read };
+};
 
 /** Node ids of the configuration's syntax, no repeats, at most QUEUE_MEMBERS_MAX (empty is the machine's NO_MEMBERS). */
 function memberListProblem(members: unknown): string | null {

@@ -24,6 +24,7 @@ import type { Entry, NodeId } from '@quorumq/raft';
 import { decodeJson, encodeJson } from './json-codec.js';
 import { decodeMetaEntry, type ParsedMetaCommand } from './meta-command.js';
 import type { GroupMachine } from './raft-group.js';
+import { Users, type UserCommand, type UserRecord } from './users.js';
 
 export const QUEUE_NAME_BYTES_MAX = 255;
 
@@ -49,6 +50,8 @@ export type MetaCommand =
       readonly createdAt?: number;
     }
   | { readonly type: 'deleteQueue'; readonly name: string; readonly reason: string; readonly createdIndex?: number }
+  /** Users and permissions (users.ts). */
+  | UserCommand
   /** Changes nothing: its index tells a node how far to catch up to see every earlier change. */
   | { readonly type: 'barrier' };
 
@@ -56,7 +59,14 @@ export type MetaCommand =
 export type MetaErrorCode = 'INVALID_ARGUMENT' | 'NOT_FOUND' | 'FAILED_PRECONDITION' | 'PERMISSION_DENIED' | 'RESOURCE_EXHAUSTED';
 
 export type MetaReply = (
-  | { readonly ok: true; readonly changed: boolean; readonly warnings?: readonly string[]; readonly queue?: QueueDefinition }
+  | {
+      readonly ok: true;
+      readonly changed: boolean;
+      readonly warnings?: readonly string[];
+      readonly queue?: QueueDefinition;
+      /** Of putUser: whether it created the user. */
+      readonly created?: boolean;
+    }
   | { readonly ok: false; readonly code: MetaErrorCode; readonly reason: string; readonly message: string }
 ) & {
   /** The log index of the command: a node that waits until it applied this index reads its own write. */
@@ -70,11 +80,15 @@ export interface MetaSnapshot {
   readonly queues: readonly QueueDefinition[];
   /** The last applied index when it was taken (absent in snapshots of releases before: 0). */
   readonly appliedIndex?: number;
+  /** Users and permissions (absent in snapshots of releases before them: none). */
+  readonly users?: readonly UserRecord[];
 }
 
 export class MetaMachine implements GroupMachine<MetaReply> {
   topology = new Topology();
   readonly queues = new Map<string, QueueDefinition>();
+  /** Users and their permissions (users.ts). */
+  readonly users = new Users();
   /**
    * The index of the last entry applied (or the snapshot restored): every queue created at
    * or below it that is not in `queues` is deleted for good (its group id names its index).
@@ -129,6 +143,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
       topology: encodeTopologySnapshot(snapshotTopology(this.topology)),
       queues: [...this.queues.values()],
       appliedIndex: this.appliedIndex,
+      users: this.users.snapshot(),
     };
     return encodeJson(snapshot);
   }
@@ -139,6 +154,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     this.queues.clear();
     for (const q of snapshot.queues) this.queues.set(q.name, q);
     this.appliedIndex = typeof snapshot.appliedIndex === 'number' && Number.isSafeInteger(snapshot.appliedIndex) ? snapshot.appliedIndex : 0;
+    this.users.restore(snapshot.users ?? []);
     this.onChange(null);
   }
 
@@ -150,6 +166,11 @@ export class MetaMachine implements GroupMachine<MetaReply> {
         return this.declareQueue(command, index);
       case 'barrier':
         return { ok: true, changed: false };
+      case 'putUser':
+      case 'deleteUser':
+      case 'setPermissions':
+      case 'clearPermissions':
+        return this.users.apply(command);
       case 'deleteQueue': {
         const existing = this.queues.get(command.name);
         if (existing === undefined) return { ok: true, changed: false };

@@ -179,6 +179,12 @@ export class NodeMetrics {
     labelNames: ['call'],
     registers: [this.registry],
   });
+  readonly authenticationFailures = new Counter({
+    name: 'quorumq_authentication_failures_total',
+    help: 'Client calls refused as UNAUTHENTICATED, by what they offered (password, certificate, none)',
+    labelNames: ['mechanism'],
+    registers: [this.registry],
+  });
   readonly raftMessagesRefused = new Counter({
     name: 'quorumq_raft_messages_refused_total',
     help: 'Raft messages dropped unstepped: sender_mismatch (not from the stream\'s peer), malformed, not_a_member (of the group)',

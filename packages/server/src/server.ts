@@ -15,6 +15,8 @@ import { addReflection } from './reflection.js';
 import { responseSentInterceptor } from './response-sent.js';
 import { checkBindingArguments, checkConsumeRequest, type RequestLimits } from './request-limits.js';
 import { BrokerApi } from './service.js';
+import { ensureFirstAdministrator } from './user-admin.js';
+import { auditLogger } from './audit-log.js';
 import { PEER_NODE_ID_METADATA, PeerAuthenticator, unauthenticatedPeer } from './peer-auth.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
 import { lenient, refuseUnreadable } from './unreadable.js';
@@ -68,6 +70,23 @@ function brokerServiceFor(limits: RequestLimits): typeof BrokerService {
     served[name] = { ...method, requestDeserialize: lenient(method.path, method.requestDeserialize as (bytes: Buffer) => unknown) };
   }
   return served as typeof BrokerService;
+}
+
+/** Creates the configured first administrator, and says how clients authenticate here. */
+async function startAuthentication(config: NodeConfig, node: BrokerNode, logger: Logger, stopped: () => boolean): Promise<void> {
+  if (config.admin !== null) {
+    await ensureFirstAdministrator(
+      config.admin,
+      { users: () => node.meta.users, propose: (command) => node.router.proposeMeta(command), logger: auditLogger(logger) },
+      stopped,
+      (ms) => new Promise((done) => setTimeout(done, ms)),
+    );
+  }
+  if (!config.requireAuthentication) {
+    logger.info('client authentication is off (requireAuthentication): every client may do everything');
+  } else if (node.meta.users.size === 0) {
+    logger.warn('client authentication is required but no user exists: no client can connect; set adminUser and adminPassword (QUORUMQ_ADMIN_USER / QUORUMQ_ADMIN_PASSWORD)');
+  }
 }
 
 export async function startNode(
@@ -195,6 +214,7 @@ export async function startNode(
     health.setStatus('', 'SERVING');
     health.setStatus('quorumq.v1.Broker', 'SERVING');
     logger.info({ metadataLeader: node.metaGroup.leaderId }, 'node serving');
+    await startAuthentication(config, node, logger, () => stopped);
   })();
 
   const finish = async (handOff: boolean): Promise<void> => {

@@ -19,6 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
+import { AUTHORIZATION_METADATA } from '@quorumq/proto/errors';
 import { route, TopologyError, type Command, type EnqueueCommand, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
 import { BrokerError, Status, failedPrecondition, invalidArgument, notFound, reasonOf, resourceExhausted, toServiceError, unavailable, Reason } from './errors.js';
@@ -34,6 +35,10 @@ import { deliveryOf } from './queue-replica.js';
 import { rawMessageOf } from './wire.js';
 import { DeliveryOutbox } from './delivery-outbox.js';
 import { whenSent } from './response-sent.js';
+import { ANONYMOUS, AccessControl, exchange as exchangeResource, queue as queueResource, type Principal } from './access-control.js';
+import { ClientAuthenticator, type CallCredentials } from './client-auth.js';
+import { UserAdmin } from './user-admin.js';
+import { auditLogger } from './audit-log.js';
 
 import pb = quorumq.v1;
 
@@ -58,6 +63,21 @@ function unary<Req, Res>(handler: (request: Req, call: ServerUnaryCall<Req, Res>
       (error: unknown) => callback(toServiceError(error) as ServiceError),
     );
   };
+}
+
+/** What a server call offers to authenticate with (client-auth.ts). */
+function credentialsOf(call: { metadata: Metadata; getPeer(): string; getAuthContext?: () => { sslPeerCertificate?: { subject?: { CN?: unknown } } } }): CallCredentials {
+  const cn = call.getAuthContext?.().sslPeerCertificate?.subject?.CN;
+  return { metadata: call.metadata, certificateIdentity: typeof cn === 'string' && cn !== '' ? cn : null, peer: call.getPeer() };
+}
+
+/** The caller's credentials, forwarded with a call this node proxies to a queue's leader. */
+function forwardedMetadata(call: { metadata: Metadata }, sessionId: string | undefined): Metadata {
+  const metadata = new Metadata();
+  if (sessionId !== undefined) metadata.set(SESSION_METADATA, sessionId);
+  const authorization = call.metadata.get(AUTHORIZATION_METADATA)[0];
+  if (typeof authorization === 'string') metadata.set(AUTHORIZATION_METADATA, authorization);
+  return metadata;
 }
 
 function metaError(reply: Extract<MetaReply, { ok: false }>): BrokerError {
@@ -128,8 +148,79 @@ function queueArgumentsFromWire(args: pb.QueueArguments.$Properties | null | und
 
 export class BrokerApi {
   private readonly clients = new Map<string, Client>();
+  readonly access: AccessControl;
+  readonly authenticator: ClientAuthenticator;
+  private readonly users: UserAdmin;
 
-  constructor(private readonly node: BrokerNode) {}
+  constructor(private readonly node: BrokerNode) {
+    this.access = new AccessControl(() => node.meta.users);
+    const audit = auditLogger(node.logger);
+    this.authenticator = new ClientAuthenticator(node.config.requireAuthentication, () => node.meta.users, (failure) => {
+      node.metrics.authenticationFailures.inc({ mechanism: failure.mechanism });
+      audit.warn({ audit: 'authentication_failed', user: failure.user?.slice(0, 255) ?? null, mechanism: failure.mechanism, peer: failure.peer }, 'authentication failed');
+    });
+    this.users = new UserAdmin({
+      users: () => node.meta.users,
+      access: this.access,
+      authenticationRequired: node.config.requireAuthentication,
+      propose: (command) => node.router.proposeMeta(command),
+      metaError,
+      logger: audit,
+    });
+  }
+
+  /**
+   * The caller of a client call. A refusal is final only once this node's copy of the users
+   * is known current: a user just created (or a password just changed) through another node
+   * may not have reached this one yet, so it first catches up with the metadata leader and,
+   * if that applied anything, checks again.
+   */
+  private async principalOf(call: { metadata: Metadata; getPeer(): string }): Promise<Principal> {
+    const credentials = credentialsOf(call);
+    const first = await this.authenticator.check(credentials);
+    if ('kind' in first) return first;
+    const applied = this.node.meta.appliedIndex;
+    await this.node.router.barrier.wait().catch(() => undefined);
+    const second = this.node.meta.appliedIndex === applied ? first : await this.authenticator.check(credentials);
+    if ('kind' in second) return second;
+    return this.authenticator.refuse(second);
+  }
+
+  /**
+   * Checks a permission; a refusal is final once this node's copy of the permissions is
+   * current (as for principalOf). Returns null (no wait) when allowed, the common case.
+   */
+  private permit(check: () => void): Promise<void> | null {
+    try {
+      check();
+      return null;
+    } catch (error) {
+      if (!(error instanceof BrokerError) || error.reason !== Reason.ACCESS_REFUSED) throw error;
+      const applied = this.node.meta.appliedIndex;
+      return this.node.router.barrier.wait().then(
+        () => {
+          if (this.node.meta.appliedIndex === applied) throw error;
+          check();
+        },
+        () => {
+          throw error;
+        },
+      );
+    }
+  }
+
+  private async require(principal: Principal, permission: 'configure' | 'write' | 'read', resource: ReturnType<typeof queueResource>): Promise<void> {
+    await this.permit(() => this.access.require(principal, permission, resource));
+  }
+
+  private async requireAny(principal: Principal, resource: ReturnType<typeof queueResource>): Promise<void> {
+    await this.permit(() => this.access.requireAny(principal, ['configure', 'write', 'read'], resource));
+  }
+
+  /** A unary handler that runs once the caller is authenticated. */
+  private unaryAs<Req, Res>(handler: (request: Req, principal: Principal, call: ServerUnaryCall<Req, Res>) => Promise<Res> | Res): Unary<Req, Res> {
+    return unary(async (request: Req, call: ServerUnaryCall<Req, Res>) => handler(request, await this.principalOf(call), call));
+  }
 
   /** A Broker client to another node, for proxied calls. */
   private clientFor(address: string): Client {
@@ -168,9 +259,19 @@ export class BrokerApi {
   // ------------------------------------------------------------------------------------
   // Topology
 
-  async declareQueue(request: pb.DeclareQueueRequest, sessionId?: string): Promise<pb.DeclareQueueResponse.$Properties> {
+  async declareQueue(request: pb.DeclareQueueRequest, principal: Principal, sessionId?: string): Promise<pb.DeclareQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
     const { input, replicas } = queueArgumentsFromWire(request.arguments);
+    if (request.passive) {
+      await this.requireAny(principal, queueResource(name));
+    } else {
+      await this.require(principal, 'configure', queueResource(name));
+      // RabbitMQ's rule: dead-lettering writes to the exchange on the queue's behalf.
+      if (typeof input.deadLetterExchange === 'string') {
+        await this.require(principal, 'write', exchangeResource(input.deadLetterExchange));
+        await this.require(principal, 'read', queueResource(name));
+      }
+    }
     if (input.exclusive === true && !request.passive) {
       if (sessionId === undefined) {
         throw invalidArgument(`an exclusive queue belongs to a client session: declare it with the SDK (metadata ${SESSION_METADATA})`, Reason.SESSION_REQUIRED);
@@ -228,8 +329,9 @@ export class BrokerApi {
     await Promise.race([local.group.whenLeaderKnown(), sleepOn(this.node.env, timeoutMs)]);
   }
 
-  async deleteQueue(request: pb.DeleteQueueRequest, sessionId?: string): Promise<pb.DeleteQueueResponse.$Properties> {
+  async deleteQueue(request: pb.DeleteQueueRequest, principal: Principal, sessionId?: string): Promise<pb.DeleteQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
+    await this.require(principal, 'configure', queueResource(name));
     const definition = await this.node.router.queueDefinition(name);
     const reply = await this.node.router.proposeQueue(name, { type: 'delete', ifUnused: request.ifUnused, ifEmpty: request.ifEmpty, ...withSession(sessionId) });
     if (reply.type === 'error') throw queueError(reply, name);
@@ -240,8 +342,9 @@ export class BrokerApi {
     return { messagesDropped: dropped };
   }
 
-  async purgeQueue(request: pb.PurgeQueueRequest, sessionId?: string): Promise<pb.PurgeQueueResponse.$Properties> {
+  async purgeQueue(request: pb.PurgeQueueRequest, principal: Principal, sessionId?: string): Promise<pb.PurgeQueueResponse.$Properties> {
     const name = requireName(request.name, 'name');
+    await this.require(principal, 'read', queueResource(name));
     const reply = await this.node.router.proposeQueue(name, { type: 'purge', ...withSession(sessionId) });
     if (reply.type === 'error') throw queueError(reply, name);
     const dropped = reply.type === 'purged' ? reply.messagesDropped : 0;
@@ -255,8 +358,18 @@ export class BrokerApi {
     return reply;
   }
 
-  async declareExchange(request: pb.DeclareExchangeRequest): Promise<pb.DeclareExchangeResponse.$Properties> {
+  async declareExchange(request: pb.DeclareExchangeRequest, principal: Principal): Promise<pb.DeclareExchangeResponse.$Properties> {
     const type = request.type;
+    if (request.passive) {
+      await this.requireAny(principal, exchangeResource(request.name));
+    } else {
+      await this.require(principal, 'configure', exchangeResource(request.name));
+      // RabbitMQ's rule: unroutable messages go on to the alternate exchange.
+      if (request.alternateExchange !== '') {
+        await this.require(principal, 'write', exchangeResource(request.alternateExchange));
+        await this.require(principal, 'read', exchangeResource(request.name));
+      }
+    }
     if (!request.passive && !['direct', 'fanout', 'topic', 'headers'].includes(type)) {
       throw invalidArgument(`exchange type must be direct, fanout, topic or headers, got ${JSON.stringify(type)}`);
     }
@@ -271,7 +384,8 @@ export class BrokerApi {
     return { created: reply.changed };
   }
 
-  async deleteExchange(request: pb.DeleteExchangeRequest): Promise<pb.DeleteExchangeResponse.$Properties> {
+  async deleteExchange(request: pb.DeleteExchangeRequest, principal: Principal): Promise<pb.DeleteExchangeResponse.$Properties> {
+    await this.require(principal, 'configure', exchangeResource(request.name));
     await this.topology({ type: 'deleteExchange', name: request.name, ifUnused: request.ifUnused });
     return {};
   }
@@ -287,13 +401,24 @@ export class BrokerApi {
     return { source: request.source, destination, bindingKey: request.bindingKey, arguments: bindingArgumentsFromWire(request.arguments) };
   }
 
-  async bind(request: pb.BindRequest): Promise<pb.BindResponse.$Properties> {
-    const reply = await this.topology({ type: 'bind', ...this.bindingOf(request) });
+  /** A binding writes into its destination and reads from its source exchange (RabbitMQ's rule). */
+  private async permitBinding(binding: ReturnType<BrokerApi['bindingOf']>, principal: Principal): Promise<void> {
+    const destination = binding.destination.kind === 'queue' ? queueResource(binding.destination.name) : exchangeResource(binding.destination.name);
+    await this.require(principal, 'write', destination);
+    await this.require(principal, 'read', exchangeResource(binding.source));
+  }
+
+  async bind(request: pb.BindRequest, principal: Principal): Promise<pb.BindResponse.$Properties> {
+    const binding = this.bindingOf(request);
+    await this.permitBinding(binding, principal);
+    const reply = await this.topology({ type: 'bind', ...binding });
     return { created: reply.changed };
   }
 
-  async unbind(request: pb.UnbindRequest): Promise<pb.UnbindResponse.$Properties> {
-    const reply = await this.topology({ type: 'unbind', ...this.bindingOf(request) });
+  async unbind(request: pb.UnbindRequest, principal: Principal): Promise<pb.UnbindResponse.$Properties> {
+    const binding = this.bindingOf(request);
+    await this.permitBinding(binding, principal);
+    const reply = await this.topology({ type: 'unbind', ...binding });
     return { removed: reply.changed };
   }
 
@@ -324,11 +449,13 @@ export class BrokerApi {
   }
 
   /** Routes one publish and waits until every target queue committed it. */
-  async publish(request: pb.PublishRequest.$Properties): Promise<pb.PublishResponse.$Properties> {
+  async publish(request: pb.PublishRequest.$Properties, principal: Principal): Promise<pb.PublishResponse.$Properties> {
     const started = performance.now();
     const publishId = request.publishId ?? 0;
     const message = request.message;
     if (message == null) throw invalidArgument('publish needs a message');
+    const permitted = this.permit(() => this.access.require(principal, 'write', exchangeResource(request.exchange ?? '')));
+    if (permitted !== null) await permitted;
     const tooLarge = this.rejectTooLarge(publishId, message);
     if (tooLarge !== null) return tooLarge;
     if (this.node.diskAlarm) {
@@ -412,7 +539,25 @@ export class BrokerApi {
     return { publishId, outcome, queues: committed };
   }
 
-  publishStream(call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>): void {
+  /** The publish stream, once its caller is authenticated (a refusal ends the stream with its status). */
+  private publishStreamAs(call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>): void {
+    if (!this.node.config.requireAuthentication) {
+      this.publishStream(call, ANONYMOUS);
+      return;
+    }
+    // Publishes that arrive while the caller is checked wait in the stream (paused).
+    call.pause();
+    call.on('error', () => {});
+    this.principalOf(call).then(
+      (principal) => {
+        this.publishStream(call, principal);
+        call.resume();
+      },
+      (error: unknown) => fail(call, error),
+    );
+  }
+
+  publishStream(call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>, principal: Principal): void {
     let ended = false;
     let inFlight = 0;
     // Outcomes ready in one event-loop turn leave as one PublishOutcomes message.
@@ -430,7 +575,7 @@ export class BrokerApi {
     // A large batch is published over several turns, a window at a time (publish-window.ts).
     const paced = new PublishWindow<pb.PublishRequest.$Properties>(
       (request) =>
-        this.publish(request).then(
+        this.publish(request, principal).then(
           (outcome) => {
             inFlight -= 1;
             answer(outcome);
@@ -491,6 +636,7 @@ export class BrokerApi {
 
   private async startConsumer(call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>, subscribe: pb.Subscribe.$Properties): Promise<void> {
     const name = requireName(subscribe.queue, 'queue');
+    await this.require(await this.principalOf(call), 'read', queueResource(name));
     const leader = await this.queueLeader(name);
     if (leader !== this.node.nodeId) {
       this.proxyConsume(call, subscribe, leader);
@@ -579,9 +725,7 @@ export class BrokerApi {
   ): void {
     const address = this.node.addressOf(leader);
     if (address === null) throw unavailable(Reason.NO_LEADER, `the leader of queue ${JSON.stringify(subscribe.queue)} is unknown`);
-    const metadata = new Metadata();
-    const session = sessionOf(call);
-    if (session !== undefined) metadata.set(SESSION_METADATA, session);
+    const metadata = forwardedMetadata(call, sessionOf(call));
     const upstream = this.clientFor(address).makeBidiStreamRequest(
       BrokerService.consume.path,
       BrokerService.consume.requestSerialize,
@@ -629,7 +773,8 @@ export class BrokerApi {
     method: { path: string; requestSerialize: (r: Req) => Buffer; responseDeserialize: (b: Buffer) => Res },
     request: Req,
     here: () => Promise<Res>,
-    sessionId?: string,
+    /** Sent with the proxied call (forwardedMetadata). */
+    forward: Metadata,
   ): Promise<Res> {
     const leader = await this.queueLeader(name);
     if (leader === this.node.nodeId) return here();
@@ -641,11 +786,7 @@ export class BrokerApi {
         method.requestSerialize,
         method.responseDeserialize,
         request,
-        (() => {
-          const metadata = new Metadata();
-          if (sessionId !== undefined) metadata.set(SESSION_METADATA, sessionId);
-          return metadata;
-        })(),
+        forward,
         { deadline: this.node.env.now() + this.node.config.requestTimeoutMs },
         (error: ServiceError | null, response?: Res) => (error !== null || response === undefined ? reject(error) : resolve(response)),
       );
@@ -657,8 +798,9 @@ export class BrokerApi {
    * left (see whenSent): a response that could not be sent (the call was cancelled, its
    * deadline passed, the stream broke) returns the message to the queue instead of losing it.
    */
-  async get(request: pb.GetRequest, sessionId?: string): Promise<pb.GetResponse.$Properties> {
+  async get(request: pb.GetRequest, principal: Principal, call: { metadata: Metadata }, sessionId?: string): Promise<pb.GetResponse.$Properties> {
     const name = requireName(request.queue, 'queue');
+    await this.require(principal, 'read', queueResource(name));
     const manual: pb.GetRequest.$Properties = { queue: name, manualAck: true };
     const response = await this.atLeader<pb.GetRequest.$Properties, pb.GetResponse.$Properties>(name, BrokerService.get, manual, async () => {
       const local = this.node.queues.get(name);
@@ -670,7 +812,7 @@ export class BrokerApi {
       const messageCount = queueCounts(local).ready;
       if (reply.type !== 'message') return { messageCount };
       return { delivery: deliveryOf(name, consumerId, reply.message, result.stored), messageCount };
-    }, sessionId);
+    }, forwardedMetadata(call, sessionId));
     const delivery = response.delivery;
     if (request.manualAck || delivery == null) return response;
     const holder = delivery.consumerTag ?? '';
@@ -691,8 +833,9 @@ export class BrokerApi {
     return requested <= 0 || requested > max ? max : requested;
   }
 
-  async settleGet(request: pb.SettleGetRequest): Promise<pb.SettleGetResponse.$Properties> {
+  async settleGet(request: pb.SettleGetRequest, principal: Principal): Promise<pb.SettleGetResponse.$Properties> {
     const name = requireName(request.queue, 'queue');
+    await this.require(principal, 'read', queueResource(name));
     if (request.settle == null) throw invalidArgument('settle_get needs a settle');
     const command = settleCommand(requireName(request.consumerTag, 'consumer_tag'), request.settle);
     if (command instanceof BrokerError) throw command;
@@ -704,8 +847,9 @@ export class BrokerApi {
   // ------------------------------------------------------------------------------------
   // Status
 
-  async queueStatus(request: pb.QueueStatusRequest): Promise<pb.QueueStatusResponse.$Properties> {
+  async queueStatus(request: pb.QueueStatusRequest, principal: Principal, call: { metadata: Metadata }): Promise<pb.QueueStatusResponse.$Properties> {
     const name = requireName(request.name, 'name');
+    await this.requireAny(principal, queueResource(name));
     return this.atLeader<pb.QueueStatusRequest.$Properties, pb.QueueStatusResponse.$Properties>(name, BrokerService.queueStatus, request, async () => {
       const local = this.node.queues.get(name);
       if (local === undefined) throw unavailable(Reason.NOT_LEADER, 'leadership moved; retry');
@@ -714,7 +858,7 @@ export class BrokerApi {
       // include every publish confirmed before this request.
       await local.group.readIndex(this.node.env.now() + this.node.config.requestTimeoutMs);
       return this.localQueueStatus(name);
-    });
+    }, forwardedMetadata(call, undefined));
   }
 
   private localQueueStatus(name: string): pb.QueueStatusResponse.$Properties {
@@ -725,7 +869,8 @@ export class BrokerApi {
     return { name, leader: status.leaderId ?? '', members: [...definition.members], commitIndex: status.commitIndex, term: status.term, ...queueCounts(local) };
   }
 
-  async clusterStatus(): Promise<pb.ClusterStatusResponse.$Properties> {
+  /** Every authenticated user may ask; the queues listed are those it has a permission on. */
+  async clusterStatus(principal: Principal): Promise<pb.ClusterStatusResponse.$Properties> {
     const nodes = [...this.node.config.peers].map(([id, address]) => ({
       id,
       address,
@@ -733,7 +878,10 @@ export class BrokerApi {
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
       memoryAlarm: id === this.node.nodeId ? this.node.memoryAlarm : false,
     }));
-    const queues = [...this.node.knownQueues.keys()].sort().map((name) => this.localQueueStatus(name));
+    const queues = [...this.node.knownQueues.keys()]
+      .filter((name) => ['configure', 'write', 'read'].some((permission) => this.access.allowed(principal, permission as 'read', queueResource(name))))
+      .sort()
+      .map((name) => this.localQueueStatus(name));
     return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues, maxMessageBytes: this.node.config.maxMessageBytes };
   }
 
@@ -746,6 +894,10 @@ export class BrokerApi {
   async move(call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>): Promise<void> {
     const request = call.request;
     const name = requireName(request.sourceQueue, 'source_queue');
+    // Moving reads the source and publishes through the destination exchange.
+    const principal = await this.principalOf(call);
+    await this.require(principal, 'read', queueResource(name));
+    await this.require(principal, 'write', exchangeResource(request.destinationExchange ?? ''));
     const leader = await this.queueLeader(name);
     const local = this.node.queues.get(name);
     if (leader !== this.node.nodeId || local === undefined || !local.group.isLeader) {
@@ -799,26 +951,32 @@ export class BrokerApi {
 
   implementation(): UntypedServiceImplementation {
     return {
-      declareQueue: unary((r: pb.DeclareQueueRequest, call) => this.declareQueue(r, sessionOf(call))),
-      deleteQueue: unary((r: pb.DeleteQueueRequest, call) => this.deleteQueue(r, sessionOf(call))),
-      purgeQueue: unary((r: pb.PurgeQueueRequest, call) => this.purgeQueue(r, sessionOf(call))),
-      declareExchange: unary((r: pb.DeclareExchangeRequest) => this.declareExchange(r)),
-      deleteExchange: unary((r: pb.DeleteExchangeRequest) => this.deleteExchange(r)),
-      bind: unary((r: pb.BindRequest) => this.bind(r)),
-      unbind: unary((r: pb.UnbindRequest) => this.unbind(r)),
-      publish: unary((r: pb.PublishRequest) => this.publish(r)),
-      publishStream: (call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>) => this.publishStream(call),
+      declareQueue: this.unaryAs((r: pb.DeclareQueueRequest, principal, call) => this.declareQueue(r, principal, sessionOf(call))),
+      deleteQueue: this.unaryAs((r: pb.DeleteQueueRequest, principal, call) => this.deleteQueue(r, principal, sessionOf(call))),
+      purgeQueue: this.unaryAs((r: pb.PurgeQueueRequest, principal, call) => this.purgeQueue(r, principal, sessionOf(call))),
+      declareExchange: this.unaryAs((r: pb.DeclareExchangeRequest, principal) => this.declareExchange(r, principal)),
+      deleteExchange: this.unaryAs((r: pb.DeleteExchangeRequest, principal) => this.deleteExchange(r, principal)),
+      bind: this.unaryAs((r: pb.BindRequest, principal) => this.bind(r, principal)),
+      unbind: this.unaryAs((r: pb.UnbindRequest, principal) => this.unbind(r, principal)),
+      publish: this.unaryAs((r: pb.PublishRequest, principal) => this.publish(r, principal)),
+      publishStream: (call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>) => this.publishStreamAs(call),
       consume: (call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>) => this.consume(call),
-      get: unary((r: pb.GetRequest, call) => this.get(r, sessionOf(call))),
-      settleGet: unary((r: pb.SettleGetRequest) => this.settleGet(r)),
+      get: this.unaryAs((r: pb.GetRequest, principal, call) => this.get(r, principal, call, sessionOf(call))),
+      settleGet: this.unaryAs((r: pb.SettleGetRequest, principal) => this.settleGet(r, principal)),
       move: (call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>) => {
         this.move(call).then(
           () => call.end(),
           (error: unknown) => call.emit('error', Object.assign(new Error('move failed'), toServiceError(error))),
         );
       },
-      queueStatus: unary((r: pb.QueueStatusRequest) => this.queueStatus(r)),
-      clusterStatus: unary(() => this.clusterStatus()),
+      queueStatus: this.unaryAs((r: pb.QueueStatusRequest, principal, call) => this.queueStatus(r, principal, call)),
+      clusterStatus: this.unaryAs((_r: pb.ClusterStatusRequest, principal) => this.clusterStatus(principal)),
+      putUser: this.unaryAs((r: pb.PutUserRequest, principal) => this.users.putUser(r, principal)),
+      deleteUser: this.unaryAs((r: pb.DeleteUserRequest, principal) => this.users.deleteUser(r, principal)),
+      listUsers: this.unaryAs((_r: pb.ListUsersRequest, principal) => this.users.listUsers(principal)),
+      setPermissions: this.unaryAs((r: pb.SetPermissionsRequest, principal) => this.users.setPermissions(r, principal)),
+      clearPermissions: this.unaryAs((r: pb.ClearPermissionsRequest, principal) => this.users.clearPermissions(r, principal)),
+      whoAmI: this.unaryAs((_r: pb.WhoAmIRequest, principal) => this.users.whoAmI(principal)),
     };
   }
 }

@@ -86,3 +86,22 @@ describe('the memory high watermark', () => {
     }
   });
 });
+
+describe('authentication settings (issue 17)', () => {
+  it('are off by default, on with QUORUMQ_REQUIRE_AUTHENTICATION, and refuse a value that is not a boolean', () => {
+    expect(loadConfig(null, {}, { nodeId: 'n1' })).toMatchObject({ requireAuthentication: false, admin: null });
+    expect(loadConfig(null, { QUORUMQ_REQUIRE_AUTHENTICATION: 'true' }, { nodeId: 'n1' }).requireAuthentication).toBe(true);
+    expect(() => loadConfig(null, { QUORUMQ_REQUIRE_AUTHENTICATION: 'yes please' }, { nodeId: 'n1' })).toThrow(/requireAuthentication: expected true or false/);
+  });
+
+  it('take the first administrator from the environment or a password file, and refuse a short or missing password', () => {
+    const env = { QUORUMQ_ADMIN_USER: 'admin', QUORUMQ_ADMIN_PASSWORD: 'long-enough-password' };
+    expect(loadConfig(null, env, { nodeId: 'n1' }).admin).toEqual({ user: 'admin', password: 'long-enough-password' });
+    const file = tempFile('admin-password', '  from-a-file-123\n');
+    expect(loadConfig(null, { QUORUMQ_ADMIN_USER: 'admin', QUORUMQ_ADMIN_PASSWORD_FILE: file }, { nodeId: 'n1' }).admin?.password).toBe('from-a-file-123');
+    expect(() => loadConfig(null, { QUORUMQ_ADMIN_USER: 'admin' }, { nodeId: 'n1' })).toThrow(/needs a password of at least 12 characters/);
+    expect(() => loadConfig(null, { QUORUMQ_ADMIN_USER: 'admin', QUORUMQ_ADMIN_PASSWORD: 'short' }, { nodeId: 'n1' })).toThrow(/at least 12/);
+    expect(() => loadConfig(null, { QUORUMQ_ADMIN_PASSWORD: 'long-enough-password' }, { nodeId: 'n1' })).toThrow(/without adminUser/);
+    expect(() => loadConfig(null, { QUORUMQ_ADMIN_USER: 'a:b', QUORUMQ_ADMIN_PASSWORD: 'long-enough-password' }, { nodeId: 'n1' })).toThrow(/adminUser: .*":"/);
+  });
+});
