@@ -6,6 +6,7 @@
  */
 import { quorumq } from '@quorumq/proto';
 import type { Logger } from 'pino';
+import safeRegex from 'safe-regex2';
 
 import type { AccessControl, Principal } from './access-control.js';
 import { BrokerError, Reason, Status, invalidArgument } from './errors.js';
@@ -34,9 +35,21 @@ function checked<T>(problem: string | null, value: T): T {
   return value;
 }
 
+/**
+ * A pattern that could take exponential time on some name (nested quantifiers, e.g.
+ * `(a+)+$`) is refused here, before it is proposed: every node matches it on the event loop,
+ * so one such pattern could stall them all. (The machine checks only the syntax: a check
+ * whose verdict a library upgrade could change must not decide what a replica applies.)
+ */
 function permissionsFromWire(permissions: pb.Permissions.$Properties | null | undefined): Permissions {
   const p = { configure: permissions?.configure ?? '', write: permissions?.write ?? '', read: permissions?.read ?? '' };
-  return checked(permissionsProblem(p), p);
+  checked(permissionsProblem(p), p);
+  for (const key of ['configure', 'write', 'read'] as const) {
+    if (!safeRegex(p[key])) {
+      throw invalidArgument(`${key} ${JSON.stringify(p[key])} may take exponential time to match (nested quantifiers such as (a+)+); write it without them`);
+    }
+  }
+  return p;
 }
 
 const permissionsToWire = (permissions: Permissions | null): pb.Permissions.$Properties | null =>

@@ -133,6 +133,10 @@ describe('permissions', () => {
       code: 'INVALID_ARGUMENT',
       message: expect.stringContaining('configure is not a regular expression'),
     });
+    expect(await refusal(admin.setPermissions('reader', { configure: '', write: '^(a+)+$', read: '' }))).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('exponential time'),
+    });
     expect(await refusal(admin.putUser('a:b', { password: 'x' }))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('":"') });
   });
 });
