@@ -6,7 +6,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
-  credentials,
   makeGenericClientConstructor,
   Metadata,
   type Client,
@@ -34,10 +33,15 @@ import { deliveryOf } from './queue-replica.js';
 import { rawMessageOf } from './wire.js';
 import { DeliveryOutbox } from './delivery-outbox.js';
 import { whenSent } from './response-sent.js';
+import type { PeerCredentials } from './tls-credentials.js';
+import { onlyViaPeer } from './via-peer.js';
 
 import pb = quorumq.v1;
 
 const BrokerClient = makeGenericClientConstructor(BrokerService, 'Broker');
+
+/** What every incoming call has (grpc-js's ServerSurfaceCall, which it does not export). */
+type ServerSurfaceCall = Pick<ServerUnaryCall<unknown, unknown>, 'metadata' | 'getAuthContext' | 'getPeer'>;
 
 /** The caller's session (the SDK sends one id per client), for exclusive queues (spec 7). */
 export const SESSION_METADATA = 'quorumq-session';
@@ -127,23 +131,46 @@ function queueArgumentsFromWire(args: pb.QueueArguments.$Properties | null | und
 }
 
 export class BrokerApi {
+  /** Broker clients to other nodes' peer listeners, by node id. */
   private readonly clients = new Map<string, Client>();
 
-  constructor(private readonly node: BrokerNode) {}
+  constructor(
+    private readonly node: BrokerNode,
+    /** How this node dials its peers (peer TLS, or plaintext), for proxied calls. */
+    private readonly peerCredentials: PeerCredentials,
+  ) {}
 
-  /** A Broker client to another node, for proxied calls. */
-  private clientFor(address: string): Client {
-    let client = this.clients.get(address);
+  /**
+   * A Broker client to node `leader`'s peer listener (its address in `peers`, with the peer
+   * credentials), for proxied calls; the peer listener serves them only to authenticated
+   * peers (proxyMetadata carries this node's peer credentials).
+   */
+  private clientFor(leader: string): Client {
+    let client = this.clients.get(leader);
     if (client === undefined) {
+      const address = this.node.config.peers.get(leader);
+      if (address === undefined || leader === this.node.nodeId) throw unavailable(Reason.NO_LEADER, `no peer address for node ${JSON.stringify(leader)}`);
       // What a leader answers holds at most max_message_bytes of body (its own limit may be
       // larger than this node's): no receive limit between nodes.
-      client = new BrokerClient(address, credentials.createInsecure(), {
+      client = new BrokerClient(address, this.peerCredentials.channel(leader), {
         'grpc.max_receive_message_length': -1,
         'grpc.max_send_message_length': -1,
+        ...this.peerCredentials.channelOptions(leader),
       });
-      this.clients.set(address, client);
+      this.clients.set(leader, client);
     }
     return client;
+  }
+
+  /**
+   * The metadata of a call proxied to another node for `call`: this node's peer credentials
+   * (its id, the cluster secret) and what the client sent that the leader needs (its session).
+   */
+  private proxyMetadata(call: ServerSurfaceCall | undefined): Metadata {
+    const metadata = this.node.peerCallMetadata();
+    const session = call === undefined ? undefined : sessionOf(call);
+    if (session !== undefined) metadata.set(SESSION_METADATA, session);
+    return metadata;
   }
 
   close(): void {
@@ -577,16 +604,11 @@ export class BrokerApi {
     subscribe: pb.Subscribe.$Properties,
     leader: string,
   ): void {
-    const address = this.node.addressOf(leader);
-    if (address === null) throw unavailable(Reason.NO_LEADER, `the leader of queue ${JSON.stringify(subscribe.queue)} is unknown`);
-    const metadata = new Metadata();
-    const session = sessionOf(call);
-    if (session !== undefined) metadata.set(SESSION_METADATA, session);
-    const upstream = this.clientFor(address).makeBidiStreamRequest(
+    const upstream = this.clientFor(leader).makeBidiStreamRequest(
       BrokerService.consume.path,
       BrokerService.consume.requestSerialize,
       BrokerService.consume.responseDeserialize,
-      metadata,
+      this.proxyMetadata(call),
     ) as ClientDuplexStream<pb.ConsumeRequest.$Properties, pb.ConsumeResponse>;
     upstream.write({ subscribe });
     // Flow control end to end: while the client does not read, stop reading the leader (its
@@ -629,23 +651,18 @@ export class BrokerApi {
     method: { path: string; requestSerialize: (r: Req) => Buffer; responseDeserialize: (b: Buffer) => Res },
     request: Req,
     here: () => Promise<Res>,
-    sessionId?: string,
+    call?: ServerSurfaceCall,
   ): Promise<Res> {
     const leader = await this.queueLeader(name);
     if (leader === this.node.nodeId) return here();
-    const address = this.node.addressOf(leader);
-    if (address === null) throw unavailable(Reason.NO_LEADER, `the leader of queue ${JSON.stringify(name)} is unknown`);
+    const client = this.clientFor(leader);
     return new Promise<Res>((resolve, reject) => {
-      this.clientFor(address).makeUnaryRequest(
+      client.makeUnaryRequest(
         method.path,
         method.requestSerialize,
         method.responseDeserialize,
         request,
-        (() => {
-          const metadata = new Metadata();
-          if (sessionId !== undefined) metadata.set(SESSION_METADATA, sessionId);
-          return metadata;
-        })(),
+        this.proxyMetadata(call),
         { deadline: this.node.env.now() + this.node.config.requestTimeoutMs },
         (error: ServiceError | null, response?: Res) => (error !== null || response === undefined ? reject(error) : resolve(response)),
       );
@@ -657,7 +674,7 @@ export class BrokerApi {
    * left (see whenSent): a response that could not be sent (the call was cancelled, its
    * deadline passed, the stream broke) returns the message to the queue instead of losing it.
    */
-  async get(request: pb.GetRequest, sessionId?: string): Promise<pb.GetResponse.$Properties> {
+  async get(request: pb.GetRequest, sessionId?: string, call?: ServerSurfaceCall): Promise<pb.GetResponse.$Properties> {
     const name = requireName(request.queue, 'queue');
     const manual: pb.GetRequest.$Properties = { queue: name, manualAck: true };
     const response = await this.atLeader<pb.GetRequest.$Properties, pb.GetResponse.$Properties>(name, BrokerService.get, manual, async () => {
@@ -670,7 +687,7 @@ export class BrokerApi {
       const messageCount = queueCounts(local).ready;
       if (reply.type !== 'message') return { messageCount };
       return { delivery: deliveryOf(name, consumerId, reply.message, result.stored), messageCount };
-    }, sessionId);
+    }, call);
     const delivery = response.delivery;
     if (request.manualAck || delivery == null) return response;
     const holder = delivery.consumerTag ?? '';
@@ -704,7 +721,7 @@ export class BrokerApi {
   // ------------------------------------------------------------------------------------
   // Status
 
-  async queueStatus(request: pb.QueueStatusRequest): Promise<pb.QueueStatusResponse.$Properties> {
+  async queueStatus(request: pb.QueueStatusRequest, call?: ServerSurfaceCall): Promise<pb.QueueStatusResponse.$Properties> {
     const name = requireName(request.name, 'name');
     return this.atLeader<pb.QueueStatusRequest.$Properties, pb.QueueStatusResponse.$Properties>(name, BrokerService.queueStatus, request, async () => {
       const local = this.node.queues.get(name);
@@ -714,7 +731,7 @@ export class BrokerApi {
       // include every publish confirmed before this request.
       await local.group.readIndex(this.node.env.now() + this.node.config.requestTimeoutMs);
       return this.localQueueStatus(name);
-    });
+    }, call);
   }
 
   private localQueueStatus(name: string): pb.QueueStatusResponse.$Properties {
@@ -726,9 +743,10 @@ export class BrokerApi {
   }
 
   async clusterStatus(): Promise<pb.ClusterStatusResponse.$Properties> {
-    const nodes = [...this.node.config.peers].map(([id, address]) => ({
+    // Client addresses (a peer's once it told it), never the peer listeners'.
+    const nodes = [...this.node.config.peers.keys()].map((id) => ({
       id,
-      address,
+      address: this.node.addressOf(id) ?? '',
       reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
       memoryAlarm: id === this.node.nodeId ? this.node.memoryAlarm : false,
@@ -797,8 +815,13 @@ export class BrokerApi {
     return moveId;
   }
 
-  implementation(): UntypedServiceImplementation {
-    return {
+  /**
+   * The Broker service's handlers. `viaPeer`: for the peer listener, where other nodes proxy
+   * their clients' calls: every handler serves only calls the listener authenticated and
+   * marked as coming from a peer (via-peer.ts; a handler reads `viaPeer(call)`).
+   */
+  implementation(options: { viaPeer?: boolean } = {}): UntypedServiceImplementation {
+    const handlers: UntypedServiceImplementation = {
       declareQueue: unary((r: pb.DeclareQueueRequest, call) => this.declareQueue(r, sessionOf(call))),
       deleteQueue: unary((r: pb.DeleteQueueRequest, call) => this.deleteQueue(r, sessionOf(call))),
       purgeQueue: unary((r: pb.PurgeQueueRequest, call) => this.purgeQueue(r, sessionOf(call))),
@@ -809,7 +832,7 @@ export class BrokerApi {
       publish: unary((r: pb.PublishRequest) => this.publish(r)),
       publishStream: (call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>) => this.publishStream(call),
       consume: (call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>) => this.consume(call),
-      get: unary((r: pb.GetRequest, call) => this.get(r, sessionOf(call))),
+      get: unary((r: pb.GetRequest, call) => this.get(r, sessionOf(call), call)),
       settleGet: unary((r: pb.SettleGetRequest) => this.settleGet(r)),
       move: (call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>) => {
         this.move(call).then(
@@ -817,9 +840,10 @@ export class BrokerApi {
           (error: unknown) => call.emit('error', Object.assign(new Error('move failed'), toServiceError(error))),
         );
       },
-      queueStatus: unary((r: pb.QueueStatusRequest) => this.queueStatus(r)),
+      queueStatus: unary((r: pb.QueueStatusRequest, call) => this.queueStatus(r, call)),
       clusterStatus: unary(() => this.clusterStatus()),
     };
+    return options.viaPeer === true ? onlyViaPeer(handlers) : handlers;
   }
 }
 

@@ -11,7 +11,7 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-const THREE = { nodeId: 'n1', peers: 'n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003' };
+const THREE = { nodeId: 'n1', peerListen: '127.0.0.1:8001', peers: 'n1=127.0.0.1:8001,n2=127.0.0.1:8002,n3=127.0.0.1:8003' };
 const SECRET = '0123456789abcdef0123';
 
 function tempFile(name: string, content: string): string {
