@@ -80,6 +80,8 @@ interface PeerLink {
   forwardScheduled: boolean;
   /** Set once the peer refused this node's credentials, until a stream opens again. */
   refusedWarned: boolean;
+  /** Set once the address led to a node whose certificate names another, until a stream opens again. */
+  misdirectedWarned: boolean;
 }
 
 export class PeerTransport {
@@ -128,6 +130,7 @@ export class PeerTransport {
         forwards: [],
         forwardScheduled: false,
         refusedWarned: false,
+        misdirectedWarned: false,
       });
     }
   }
@@ -297,6 +300,7 @@ export class PeerTransport {
       if (!link.connected) this.logger.info({ peer: link.id, address: link.address }, 'peer stream open');
       link.connected = true;
       link.refusedWarned = false;
+      link.misdirectedWarned = false;
     });
     const broken = (reason: string): void => {
       if (link.stream !== stream) return;
@@ -313,6 +317,15 @@ export class PeerTransport {
           { peer: link.id, address: link.address },
           'the peer refused this node\'s cluster credentials: every node needs the same cluster secret (when there is one), a peer certificate naming it from the cluster CA (with peer TLS), and this node\'s id in its peers',
         );
+      }
+      if (error.code === Status.UNAVAILABLE && error.details.includes(`not node ${link.id}`)) {
+        // Peer TLS: the address led to a node whose certificate names another (as above, an
+        // address another container had): new channels resolve the name again.
+        if (!link.misdirectedWarned) {
+          link.misdirectedWarned = true;
+          this.logger.warn({ peer: link.id, address: link.address, reason: error.details }, 'peer address reached a node with another certificate; resolving it again');
+        }
+        if (link.stream === stream) this.renewClients(link);
       }
       if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(WRONG_NODE)) {
         // The address led to another node (a container restarted with another's old IP):
