@@ -6,7 +6,7 @@
 import { Metadata, credentials, makeGenericClientConstructor, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
 import { makeCertificate, makeClusterCertificates, makeNodeCertificate, type ClusterCertificates } from '@quorumq/cli';
 import { connect } from '@quorumq/client';
-import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
+import { PeerService, RaftTransportService } from '@quorumq/proto';
 import { X509Certificate } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,8 +16,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { encodeRaftBatch } from '../src/raft-codec.js';
 import { TestCluster, waitFor } from './cluster.js';
-
-import pb = quorumq.v1;
 
 const PeerClient = makeGenericClientConstructor(PeerService, 'Peer');
 const RaftClient = makeGenericClientConstructor(RaftTransportService, 'RaftTransport');
