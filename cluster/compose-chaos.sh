@@ -59,9 +59,9 @@ trap 'exit 143' TERM
 ql_images
 ql_up "$health_timeout"
 
-ql_log "running: node packages/chaos/dist/main.js --compose-project $COMPOSE_PROJECT_NAME $*"
+ql_log "running: node packages/chaos/dist/main.js --compose-project $COMPOSE_PROJECT_NAME --tls-dir $QUORUMQ_CERTS_DIR/client $*"
 set +e
-node packages/chaos/dist/main.js --compose-project "$COMPOSE_PROJECT_NAME" "$@"
+node packages/chaos/dist/main.js --compose-project "$COMPOSE_PROJECT_NAME" --tls-dir "$QUORUMQ_CERTS_DIR/client" "$@"
 runner_status=$?
 set -e
 exit "$runner_status"

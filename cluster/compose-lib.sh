@@ -11,12 +11,16 @@
 #                          publish the same host ports 7101-7103, 9111-9113)
 #   ql_require_dist FILE   exits 1 unless the host build FILE exists (npm ci makes it)
 #   ql_images              base image (cluster/base-image.sh) and the node image
+#   ql_certs               the cluster's certificates (cluster/make-certs.sh into
+#                          QUORUMQ_CERTS_DIR, default cluster/certs; kept between runs),
+#                          exports QUORUMQ_CERTS_DIR as an absolute path
 #   ql_up SECONDS          down -v, up -d (with a random QUORUMQ_CLUSTER_SECRET unless one
 #                          is set), waits up to SECONDS for three healthy nodes
 #   ql_teardown STATUS KEEP  the end (from an EXIT trap): on failure the nodes' last log
 #                          lines; unpause, down -v --remove-orphans (unless KEEP=1)
 # Environment: QUORUMQ_BASE_IMAGE (default quorumq/node-base:20, made by base-image.sh),
-# QUORUMQ_CLUSTER_SECRET (default: random per run), DOCKERD_LOG (default /var/log/dockerd.log).
+# QUORUMQ_CLUSTER_SECRET (default: random per run), QUORUMQ_CERTS_DIR (default cluster/certs),
+# DOCKERD_LOG (default /var/log/dockerd.log).
 
 ql_services=(n1 n2 n3)
 ql_lock_file="${TMPDIR:-/tmp}/quorumq-compose-smoke.lock"
@@ -86,8 +90,19 @@ ql_images() {
   ql_log "node image built in $((SECONDS - build_started))s"
 }
 
+# The nodes serve clients over TLS and each other over mutual TLS (docker-compose.yml mounts
+# QUORUMQ_CERTS_DIR/nX into node nX); clients on the host use QUORUMQ_CERTS_DIR/client.
+ql_certs() {
+  QUORUMQ_CERTS_DIR="${QUORUMQ_CERTS_DIR:-cluster/certs}"
+  bash cluster/make-certs.sh "$QUORUMQ_CERTS_DIR" "${ql_services[@]}" >/dev/null
+  QUORUMQ_CERTS_DIR=$(cd "$QUORUMQ_CERTS_DIR" && pwd)
+  export QUORUMQ_CERTS_DIR
+  ql_log "certificates in $QUORUMQ_CERTS_DIR (client: $QUORUMQ_CERTS_DIR/client)"
+}
+
 ql_up() {
   local health_timeout="$1" up_started=$SECONDS
+  ql_certs
   # The nodes' cluster secret (docker-compose.yml hands it to every node): a random one per
   # run unless QUORUMQ_CLUSTER_SECRET is set, so no run uses the documented development one.
   # `docker start` of a killed node keeps its container's environment, hence the same secret.

@@ -30,7 +30,11 @@
 //   QUORUMQ_SMOKE_RATE        publishes per second (default 400: about 5 s of publishing)
 //   QUORUMQ_SMOKE_KILL_AT     share of the values published before the kill (default 0.3)
 //   QUORUMQ_SMOKE_TIMEOUT_S   the whole run gives up after this many seconds (default 300)
+//   QUORUMQ_SMOKE_TLS_DIR     connect over TLS with this directory's ca.crt, client.crt and
+//                             client.key (cluster/certs/client, which cluster/make-certs.sh
+//                             makes; compose-smoke.sh sets it); plaintext when unset
 import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { connect } from '@quorumq/client';
 
 const NAME = 'compose smoke client';
@@ -49,6 +53,10 @@ function numberEnv(name, fallback, { min = 0, integer = false } = {}) {
   }
   return value;
 }
+
+// The compose cluster serves clients over TLS (docker-compose.yml): the CA and a client certificate.
+const tlsDir = process.env.QUORUMQ_SMOKE_TLS_DIR ?? '';
+const tls = tlsDir === '' ? {} : { tls: { ca: join(tlsDir, 'ca.crt'), cert: join(tlsDir, 'client.crt'), key: join(tlsDir, 'client.key') } };
 
 const addresses = (process.env.QUORUMQ_SMOKE_ADDRESSES ?? '')
   .split(',')
@@ -138,7 +146,7 @@ async function main() {
   // Node addresses in ClusterStatus are the compose-internal ones (n1:7001), which the host
   // cannot resolve: no leader routing here. Consume and queue status are proxied to the leader
   // by whichever node answers, and publishes are forwarded by the broker anyway.
-  const clientOptions = { failoverTimeoutMs: 30_000, callTimeoutMs: 5_000, leaderRouting: false };
+  const clientOptions = { failoverTimeoutMs: 30_000, callTimeoutMs: 5_000, leaderRouting: false, ...tls };
   const runId = `${Date.now().toString(36)}${process.pid.toString(36)}`;
   const queue = `compose-smoke-${runId}`;
 
@@ -229,7 +237,7 @@ async function main() {
         await docker('kill', victimContainer);
         killedAt = Date.now();
         // Watch for the new leader while the publishes go on, with short deadlines.
-        const watcher = connect({ nodes: addresses, callTimeoutMs: 1_000, failoverTimeoutMs: 2_000, leaderRouting: false });
+        const watcher = connect({ nodes: addresses, callTimeoutMs: 1_000, failoverTimeoutMs: 2_000, leaderRouting: false, ...tls });
         election = leaderOf(watcher, queue, { not: victim })
           .then((status) => ({ leader: status.leader, after: Date.now() - killIssuedAt }))
           .finally(() => watcher.close());

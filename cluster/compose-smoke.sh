@@ -67,5 +67,6 @@ ql_up "$health_timeout"
 client_started=$SECONDS
 QUORUMQ_SMOKE_ADDRESSES="127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103" \
 QUORUMQ_COMPOSE_PROJECT="$COMPOSE_PROJECT_NAME" \
+QUORUMQ_SMOKE_TLS_DIR="$QUORUMQ_CERTS_DIR/client" \
   node "$client"
 log "passed in $((SECONDS - started))s (client $((SECONDS - client_started))s)"

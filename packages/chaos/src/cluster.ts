@@ -1,12 +1,13 @@
 /**
  * The chaos cluster: a LocalCluster (real `quorumq node` processes on loopback) whose peers
- * reach each other through a PairProxy per ordered pair. Clients use the nodes' own
- * addresses; Raft traffic and forwarded proposals go through the proxies, so blocking
+ * reach each other's peer listeners through a PairProxy per ordered pair. Clients use the
+ * nodes' client addresses; Raft traffic, forwarded proposals, snapshot fetches and the
+ * client calls a node proxies to a queue's leader go through the proxies, so blocking
  * proxies partitions the cluster while every node stays reachable from the runner.
  *
- * Note: a node reports its peers' proxy addresses (from QUORUMQ_PEERS) as their addresses in
- * ClusterStatus and `quorumq-leader` trailers; a client that follows such a hint takes the
- * path of the node that gave it, and fails over like any client when that path is cut.
+ * A node reports its peers' client addresses (which each peer tells on its Raft stream) in
+ * ClusterStatus and `quorumq-leader` trailers: a client that follows such a hint goes to
+ * that node directly, not through a proxy.
  */
 import { freePort, LocalCluster, type LocalClusterOptions, type LocalNode, type UnexpectedExit } from '@quorumq/cli';
 
@@ -19,7 +20,7 @@ export type ChaosClusterOptions = Omit<LocalClusterOptions, 'peersOf' | 'rootPre
 
 export class ChaosCluster implements NemesisCluster {
   readonly kind = 'process' as const;
-  /** Every node's reported addresses are the proxies, which the runner reaches: leader routing works. */
+  /** Every node reports the others' client addresses, which the runner reaches: leader routing works. */
   readonly clientTuning: ClientTuning = {};
 
   private constructor(
@@ -39,7 +40,7 @@ export class ChaosCluster implements NemesisCluster {
     for (const from of local.nodes) {
       for (const to of local.nodes) {
         if (from === to) continue;
-        const proxy = new PairProxy(from.id, to.id, `127.0.0.1:${await freePort()}`, to.address);
+        const proxy = new PairProxy(from.id, to.id, `127.0.0.1:${await freePort()}`, to.peerAddress);
         await proxy.start();
         proxies.set(`${from.id}>${to.id}`, proxy);
       }
@@ -84,10 +85,10 @@ export class ChaosCluster implements NemesisCluster {
     return node.process !== null && !node.paused;
   }
 
-  /** The QUORUMQ_PEERS of one node: itself directly, every other node through its proxy. */
+  /** The QUORUMQ_PEERS of one node: its own peer address, every other node's peer listener through its proxy. */
   peersOf(id: string): string {
     return this.local.nodes
-      .map((n) => `${n.id}=${n.id === id ? n.address : (this.proxies.get(`${id}>${n.id}`) as PairProxy).listen}`)
+      .map((n) => `${n.id}=${n.id === id ? n.peerAddress : (this.proxies.get(`${id}>${n.id}`) as PairProxy).listen}`)
       .join(',');
   }
 

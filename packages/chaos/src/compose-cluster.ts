@@ -220,11 +220,13 @@ export interface ComposeClusterOptions {
   /** The gRPC health status of an address (default: the health check of @quorumq/cli). */
   readonly health?: (address: string) => Promise<string>;
   readonly log?: (line: string) => void;
+  /** TLS to the nodes' published ports (docker-compose.yml serves clients over TLS): files. */
+  readonly tls?: { readonly ca: string; readonly cert?: string; readonly key?: string };
 }
 
 export class ComposeCluster implements NemesisCluster {
   readonly kind = 'compose' as const;
-  readonly clientTuning: ClientTuning = { leaderRouting: false };
+  readonly clientTuning: ClientTuning;
   readonly unexpectedExits: UnexpectedExit[] = [];
   /** docker command -> durations (ms) of its runs. */
   private readonly timings = new Map<string, number[]>();
@@ -237,8 +239,10 @@ export class ComposeCluster implements NemesisCluster {
     private readonly docker: DockerRunner,
     private readonly health: (address: string) => Promise<string>,
     private readonly log: (line: string) => void,
+    tls: ComposeClusterOptions['tls'],
   ) {
     this.byId = new Map(nodes.map((n) => [n.id, n]));
+    this.clientTuning = { leaderRouting: false, ...(tls === undefined ? {} : { tls }) };
   }
 
   /** Finds the running containers of `project`'s node services and waits until they serve. */
@@ -272,7 +276,9 @@ export class ComposeCluster implements NemesisCluster {
       lastExit: c.finishedAt,
       startedAt: null,
     }));
-    const cluster = new ComposeCluster(project, network, nodes, docker, options.health ?? ((address) => healthStatus(address, 1000)), log);
+    const tls = options.tls;
+    const healthTls = tls === undefined ? null : { caFile: tls.ca, ...(tls.cert !== undefined && tls.key !== undefined ? { certFile: tls.cert, keyFile: tls.key } : {}) };
+    const cluster = new ComposeCluster(project, network, nodes, docker, options.health ?? ((address) => healthStatus(address, 1000, '', healthTls)), log, tls);
     log(`chaos: compose project ${project}, network ${network}: ${nodes.map((n) => `${n.id}=${n.name}@${n.address}`).join(' ')}`);
     await cluster.waitHealthy(cluster.ids, 120_000);
     return cluster;

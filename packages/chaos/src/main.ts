@@ -7,7 +7,7 @@
  * the JSON report. Exit code 1 when a confirmed value was lost or an unexpected one consumed.
  */
 import { spawn } from 'node:child_process';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { Command, InvalidArgumentError } from 'commander';
@@ -38,6 +38,7 @@ const program = new Command('chaos')
   .option('--keep-publishers', 'never replace a producer-id publisher that gave up (by default it is replaced, which starts a new sequence range)')
   .option('--compose', 'run against the docker-compose cluster instead of local processes (builds, starts and removes it: cluster/compose-chaos.sh)')
   .option('--compose-project <name>', 'run against the containers of this running docker-compose project (nothing is built, started or removed)')
+  .option('--tls-dir <dir>', 'with --compose-project: connect over TLS with the ca.crt, client.crt and client.key of this directory (cluster/make-certs.sh makes cluster/certs/client)')
   .option('--node-output', "forward the nodes' output to stderr")
   .option('--require-all-faults', 'exit 2 unless every kind in --faults was injected at least once and every fault recovered (for CI)');
 
@@ -53,6 +54,7 @@ const opts = program.opts<{
   isolateBeforeKill: number;
   compose?: boolean;
   composeProject?: string;
+  tlsDir?: string;
   keepPublishers?: boolean;
   nodeOutput?: boolean;
   requireAllFaults?: boolean;
@@ -93,6 +95,7 @@ async function main(): Promise<number> {
     ...(opts.nodeOutput ? { inheritOutput: true } : {}),
     ...(opts.keepPublishers ? { replacePublishers: false } : {}),
     ...(opts.composeProject !== undefined ? { composeProject: opts.composeProject } : {}),
+    ...(opts.tlsDir !== undefined ? { composeTls: { ca: join(opts.tlsDir, 'ca.crt'), cert: join(opts.tlsDir, 'client.crt'), key: join(opts.tlsDir, 'client.key') } } : {}),
   });
   console.log(summaryLine(report));
   if (!report.drainVerified) {

@@ -5,7 +5,7 @@
  */
 import { connect, type QuorumqClient } from '@quorumq/client';
 
-import type { NemesisCluster } from './target.js';
+import { connectionOf, type NemesisCluster } from './target.js';
 import { sleep } from './workload.js';
 
 export interface LeaderView {
@@ -27,7 +27,7 @@ export class LeaderMonitor {
     private readonly onChange: (queue: string, view: LeaderView | null) => void,
   ) {
     for (const id of cluster.ids) {
-      this.clients.set(id, connect({ nodes: [cluster.addressOf(id)], callTimeoutMs: 400, failoverTimeoutMs: 300, leaderRouting: false }));
+      this.clients.set(id, connect({ nodes: [cluster.addressOf(id)], callTimeoutMs: 400, failoverTimeoutMs: 300, leaderRouting: false, ...connectionOf(cluster.clientTuning) }));
     }
   }
 
@@ -87,7 +87,7 @@ export class LeaderMonitor {
     while (Date.now() - started < timeoutMs) {
       // A fresh connection each time: the monitor's own channel to a node that was cut off
       // from the runner (compose) may sit in its reconnect back-off for seconds.
-      const client = connect({ nodes: [this.cluster.addressOf(id)], callTimeoutMs: 400, failoverTimeoutMs: 300, leaderRouting: false });
+      const client = connect({ nodes: [this.cluster.addressOf(id)], callTimeoutMs: 400, failoverTimeoutMs: 300, leaderRouting: false, ...connectionOf(this.cluster.clientTuning) });
       const [views, own] = await Promise.all([this.probe(), client.clusterStatus().catch(() => null)]);
       await client.close().catch(() => undefined);
       if (own !== null && rejoined(own, views, queues)) return Date.now() - started;

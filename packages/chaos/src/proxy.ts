@@ -18,7 +18,7 @@ export class PairProxy {
     readonly to: string,
     /** host:port of the proxy. */
     readonly listen: string,
-    /** host:port of the target node's own listener. */
+    /** host:port of the target node's peer listener. */
     readonly target: string,
   ) {}
 

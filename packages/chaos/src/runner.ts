@@ -15,7 +15,7 @@ import { History } from './history.js';
 import { LeaderMonitor, type LeaderView } from './monitor.js';
 import { randomSeed } from './prng.js';
 import { FAULT_KINDS, describeFault, makeSchedule, type FaultKind, type ScheduledFault } from './schedule.js';
-import type { ClusterKind, NemesisCluster } from './target.js';
+import { connectionOf, type ClientTuning, type ClusterKind, type NemesisCluster } from './target.js';
 import {
   ALL_QUEUES,
   ConsumerLoop,
@@ -49,6 +49,8 @@ export interface ChaosOptions {
    * node processes (`env` and `inheritOutput` do not apply: the nodes are compose's).
    */
   readonly composeProject?: string;
+  /** With `composeProject`: TLS to its nodes (files: the CA, a client certificate and key). */
+  readonly composeTls?: { readonly ca: string; readonly cert?: string; readonly key?: string };
 }
 
 export interface TimelineEvent {
@@ -154,7 +156,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
 
   const cluster: NemesisCluster =
     options.composeProject !== undefined
-      ? await ComposeCluster.attach({ project: options.composeProject, log })
+      ? await ComposeCluster.attach({ project: options.composeProject, log, ...(options.composeTls !== undefined ? { tls: options.composeTls } : {}) })
       : await ChaosCluster.start({ env, ...(options.inheritOutput ? { inheritOutput: true } : {}) });
   const tuning = cluster.clientTuning;
   const history = new History(tag);
@@ -228,7 +230,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
     const deadline = Date.now() + 600_000;
     drained.push(...(await Promise.all([QUEUES.work, QUEUES.dlxSource, QUEUES.limited].map((q) => drainQueue(cluster.addresses, q, history, deadline, { tuning })))));
     drained.push(await drainQueue(cluster.addresses, QUEUES.dlq, history, deadline, { tuning }));
-    drainVerified = await verifyEmpty(cluster.addresses);
+    drainVerified = await verifyEmpty(cluster.addresses, tuning);
     for (const d of drained) if (!d.emptied) log(`chaos: ${d.queue} did not report empty within the drain deadline: ${JSON.stringify(d.last)}`);
     drainMs = Date.now() - drainStart;
     timeline.push({ t: at(), type: 'phase', phase: 'checked' });
@@ -378,9 +380,9 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
 }
 
 /** True when every node reports every queue empty (nothing ready, unacked, delayed, dead-lettering). */
-async function verifyEmpty(addresses: readonly string[]): Promise<boolean> {
+async function verifyEmpty(addresses: readonly string[], tuning: ClientTuning): Promise<boolean> {
   for (const address of addresses) {
-    const client = connect({ nodes: [address], callTimeoutMs: 3000, failoverTimeoutMs: 3000, leaderRouting: false });
+    const client = connect({ nodes: [address], callTimeoutMs: 3000, failoverTimeoutMs: 3000, leaderRouting: false, ...connectionOf(tuning) });
     try {
       const status = await client.clusterStatus();
       for (const q of Object.values(status.queues)) if (q.ready + q.unacked + q.delayed + q.deadLettering !== 0) return false;

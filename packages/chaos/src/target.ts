@@ -5,6 +5,7 @@
  * monitor, the workload and the checker are the same for both.
  */
 import type { UnexpectedExit } from '@quorumq/cli';
+import type { TlsOptions } from '@quorumq/client';
 
 /** Settings every client of the run is created with (on top of the run's own timeouts). */
 export interface ClientTuning {
@@ -14,6 +15,13 @@ export interface ClientTuning {
    * any configured node, which proxies consume and status calls to the leader.
    */
   readonly leaderRouting?: boolean;
+  /** TLS to the nodes (the compose cluster serves clients over TLS): the CA, a client certificate. */
+  readonly tls?: TlsOptions;
+}
+
+/** Only the connection part of the tuning (for clients that set their own routing). */
+export function connectionOf(tuning: ClientTuning): { tls?: TlsOptions } {
+  return tuning.tls === undefined ? {} : { tls: tuning.tls };
 }
 
 export type ClusterKind = 'process' | 'compose';

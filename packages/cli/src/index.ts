@@ -4,8 +4,20 @@ export {
   CLI_MAIN,
   type LocalNode,
   type LocalClusterOptions,
+  type LocalClusterTls,
+  type LocalClientTls,
   type UnexpectedExit,
 } from './local-cluster.js';
-export { healthStatus } from './health.js';
+export { healthStatus, healthCredentials, type HealthTls } from './health.js';
+export {
+  makeCertificate,
+  makeCertificateAuthority,
+  makeClusterCertificates,
+  makeNodeCertificate,
+  type CertificateAuthority,
+  type CertificateFilePair,
+  type ClusterCertificates,
+  type LeafOptions,
+} from './certificates.js';
 export { ensureClusterSecret, CLUSTER_SECRET_FILE } from './cluster-secret.js';
 export { NODE_PROCESS_FLAGS, nodeProcessArgs } from './node-process.js';

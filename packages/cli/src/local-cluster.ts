@@ -2,25 +2,31 @@
  * A cluster of real node processes on loopback, each started with `quorumq node` and its
  * own data directory: what the tests, the benchmark and the chaos runner drive. Nodes can
  * be killed (-9), stopped (SIGTERM, graceful), paused (SIGSTOP) and restarted with their data.
- * The nodes share a random cluster secret kept in the cluster's root (cluster-secret.ts).
+ * Each node has a client port and a peer port (`peers` names the peer ports). The nodes
+ * share a random cluster secret kept in the cluster's root (cluster-secret.ts); with `tls`
+ * they serve clients over TLS and each other over mutual TLS instead, with certificates
+ * made in the root (certificates.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { makeClusterCertificates, type ClusterCertificates } from './certificates.js';
 import { ensureClusterSecret } from './cluster-secret.js';
-import { healthStatus } from './health.js';
+import { healthStatus, type HealthTls } from './health.js';
 import { NODE_PROCESS_FLAGS } from './node-process.js';
 
 export const CLI_MAIN = resolve(dirname(fileURLToPath(import.meta.url)), 'main.js');
 
 export interface LocalNode {
   readonly id: string;
-  /** The node's own listener (clients, and peers unless `peersOf` says otherwise). */
+  /** The node's client listener. */
   readonly address: string;
+  /** The node's peer listener (the other nodes reach it there, unless `peersOf` says otherwise). */
+  readonly peerAddress: string;
   readonly dataDir: string;
   /** Where the node serves /metrics (host:port), when the cluster was prepared with `metrics`. */
   readonly metricsAddress: string | null;
@@ -51,10 +57,31 @@ export interface LocalClusterOptions {
   readonly rootPrefix?: string;
   /** Forward node output to this process's stderr. */
   readonly inheritOutput?: boolean;
-  /** The QUORUMQ_PEERS a node starts with (default: every node's own address). */
+  /** The QUORUMQ_PEERS a node starts with (default: every node's own peer address). */
   readonly peersOf?: (id: string) => string;
   /** Serve each node's Prometheus metrics on a free loopback port (see LocalNode.metricsAddress). */
   readonly metrics?: boolean;
+  /**
+   * TLS: clients over TLS (`clientCerts` asked of them: optional by default), peers over
+   * mutual TLS, certificates from a CA made in `<root>/tls` (kept for restarts). Without a
+   * cluster secret unless `clusterSecret` (or `env`) gives one.
+   */
+  readonly tls?: boolean | LocalClusterTls;
+}
+
+export interface LocalClusterTls {
+  readonly clientCerts?: 'none' | 'optional' | 'required';
+  /** tlsRefreshMs of the nodes (default: the node's). */
+  readonly refreshMs?: number;
+  /** Also give the nodes the cluster secret. */
+  readonly clusterSecret?: boolean;
+}
+
+/** What a client of a TLS LocalCluster gives the SDK (`connect({ tls })`): files. */
+export interface LocalClientTls {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
 }
 
 export async function freePort(): Promise<number> {
@@ -79,7 +106,46 @@ export class LocalCluster {
     readonly nodes: LocalNode[],
     private readonly options: LocalClusterOptions,
     private readonly ownsRoot: boolean,
+    /** The CA and certificates of a TLS cluster, else null. */
+    readonly certificates: ClusterCertificates | null,
   ) {}
+
+  private get tlsOptions(): LocalClusterTls | null {
+    const tls = this.options.tls;
+    return tls === undefined || tls === false ? null : tls === true ? {} : tls;
+  }
+
+  /** The SDK's `tls` for this cluster (the CA and the client certificate), or undefined without TLS. */
+  get clientTls(): LocalClientTls | undefined {
+    const certs = this.certificates;
+    return certs === null ? undefined : { ca: certs.ca.cert, cert: certs.client.cert, key: certs.client.key };
+  }
+
+  /** What the health check uses (the CA, and the client certificate). */
+  private get healthTls(): HealthTls | null {
+    const tls = this.clientTls;
+    return tls === undefined ? null : { caFile: tls.ca, certFile: tls.cert, keyFile: tls.key };
+  }
+
+  /** The TLS environment of node `id`. */
+  private tlsEnv(id: string): Record<string, string> {
+    const certs = this.certificates;
+    const tls = this.tlsOptions;
+    if (certs === null || tls === null) return {};
+    const own = certs.nodes.get(id);
+    if (own === undefined) throw new Error(`no certificate for ${id}`);
+    const clientCerts = tls.clientCerts ?? 'optional';
+    return {
+      QUORUMQ_TLS_CERT_FILE: own.cert,
+      QUORUMQ_TLS_KEY_FILE: own.key,
+      QUORUMQ_TLS_CLIENT_CERTS: clientCerts,
+      ...(clientCerts === 'none' ? {} : { QUORUMQ_TLS_CA_FILE: certs.ca.cert }),
+      QUORUMQ_PEER_TLS_CERT_FILE: own.cert,
+      QUORUMQ_PEER_TLS_KEY_FILE: own.key,
+      QUORUMQ_PEER_TLS_CA_FILE: certs.ca.cert,
+      ...(tls.refreshMs === undefined ? {} : { QUORUMQ_TLS_REFRESH_MS: String(tls.refreshMs) }),
+    };
+  }
 
   /** Chooses addresses and data directories; starts nothing (see `startAll`). */
   static async prepare(options: LocalClusterOptions = {}): Promise<LocalCluster> {
@@ -91,6 +157,7 @@ export class LocalCluster {
       nodes.push({
         id: `n${i}`,
         address: `127.0.0.1:${await freePort()}`,
+        peerAddress: `127.0.0.1:${await freePort()}`,
         dataDir: join(root, `n${i}`),
         metricsAddress: options.metrics === true ? `127.0.0.1:${await freePort()}` : null,
         process: null,
@@ -99,7 +166,19 @@ export class LocalCluster {
         output: '',
       });
     }
-    return new LocalCluster(root, ensureClusterSecret(root), nodes, options, options.root === undefined);
+    const tlsDir = join(root, 'tls');
+    const withTls = options.tls !== undefined && options.tls !== false;
+    // A restart on the same root keeps the certificates (the CA stays the cluster's).
+    const certificates = !withTls
+      ? null
+      : existsSync(join(tlsDir, 'ca.crt'))
+        ? {
+            ca: { dir: tlsDir, cert: join(tlsDir, 'ca.crt'), key: join(tlsDir, 'ca.key') },
+            nodes: new Map(nodes.map((n) => [n.id, { cert: join(tlsDir, `${n.id}.crt`), key: join(tlsDir, `${n.id}.key`) }])),
+            client: { cert: join(tlsDir, 'client.crt'), key: join(tlsDir, 'client.key') },
+          }
+        : makeClusterCertificates(tlsDir, nodes.map((n) => n.id));
+    return new LocalCluster(root, ensureClusterSecret(root), nodes, options, options.root === undefined, certificates);
   }
 
   /** Prepares, starts every node and waits until they serve. */
@@ -135,7 +214,9 @@ export class LocalCluster {
   startNode(id: string): void {
     const node = this.node(id);
     if (node.process !== null) throw new Error(`${id} is running`);
-    const peers = this.options.peersOf?.(id) ?? this.nodes.map((n) => `${n.id}=${n.address}`).join(',');
+    const peers = this.options.peersOf?.(id) ?? this.nodes.map((n) => `${n.id}=${n.peerAddress}`).join(',');
+    // With TLS the nodes prove themselves with their certificates; the secret only when asked for.
+    const secret = this.tlsOptions !== null && this.tlsOptions.clusterSecret !== true ? '' : this.secretFile;
     const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, CLI_MAIN, 'node'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -143,13 +224,15 @@ export class LocalCluster {
         QUORUMQ_NODE_ID: node.id,
         QUORUMQ_LISTEN: node.address,
         QUORUMQ_ADVERTISE: node.address,
+        QUORUMQ_PEER_LISTEN: node.peerAddress,
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: node.dataDir,
         QUORUMQ_LOG_LEVEL: 'warn',
         // The cluster's own secret, unless `env` gives one (this process's does not count).
         QUORUMQ_CLUSTER_SECRET: '',
-        QUORUMQ_CLUSTER_SECRET_FILE: this.options.env?.QUORUMQ_CLUSTER_SECRET ? '' : this.secretFile,
+        QUORUMQ_CLUSTER_SECRET_FILE: this.options.env?.QUORUMQ_CLUSTER_SECRET ? '' : secret,
         ...(node.metricsAddress !== null ? { QUORUMQ_METRICS_LISTEN: node.metricsAddress } : {}),
+        ...this.tlsEnv(id),
         ...this.options.env,
       },
     });
@@ -219,7 +302,7 @@ export class LocalCluster {
     const deadline = Date.now() + timeoutMs;
     for (const id of ids) {
       const node = this.node(id);
-      while ((await healthStatus(node.address, 1000)) !== 'SERVING') {
+      while ((await healthStatus(node.address, 1000, '', this.healthTls)) !== 'SERVING') {
         if (Date.now() > deadline) throw new Error(`node ${id} not healthy within ${timeoutMs} ms:\n${node.output.slice(-5000)}`);
         await new Promise((r) => setTimeout(r, 100));
       }

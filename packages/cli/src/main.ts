@@ -63,36 +63,68 @@ async function runNode(options: { config?: string }): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-async function checkHealth(options: { address: string; timeout: number; service: string }): Promise<void> {
-  const status = await healthStatus(options.address, options.timeout, options.service);
+async function checkHealth(options: { address: string; timeout: number; service: string; tlsCa?: string; tlsCert?: string; tlsKey?: string }): Promise<void> {
+  const tls =
+    options.tlsCa === undefined && options.tlsCert === undefined && options.tlsKey === undefined
+      ? null
+      : { caFile: options.tlsCa, certFile: options.tlsCert, keyFile: options.tlsKey };
+  let status: string;
+  try {
+    status = await healthStatus(options.address, options.timeout, options.service, tls);
+  } catch (error) {
+    process.stderr.write(`quorumq health: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(2);
+  }
   process.stdout.write(`${options.address}: ${status}\n`);
   process.exit(status === 'SERVING' ? 0 : 1);
 }
 
 /** The metrics port of a local cluster's first node when --metrics-port is not given: 7001 -> 9101. */
 const METRICS_PORT_OFFSET = 2100;
+/** The peer port of a local cluster's first node when --peer-port is not given: 7001 -> 8001. */
+const PEER_PORT_OFFSET = 1000;
 
 function logFormat(value: string): LogFormat {
   if (!(LOG_FORMATS as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${LOG_FORMATS.join(', ')}`);
   return value as LogFormat;
 }
 
-async function runCluster(options: { nodes: number; basePort: number; metricsPort?: number; host: string; data: string; logFormat: LogFormat }): Promise<void> {
+async function runCluster(options: {
+  nodes: number;
+  basePort: number;
+  metricsPort?: number;
+  peerPort?: number;
+  host: string;
+  data: string;
+  logFormat: LogFormat;
+}): Promise<void> {
   const main = fileURLToPath(import.meta.url);
   // On a terminal the nodes' JSON log lines are printed readably; otherwise (a pipe, a file,
   // a test reading them) they pass through unchanged.
   const format = prettyLogsFor(options.logFormat, process.stdout) ? nodeLogFormatter() : null;
   const ids = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   const metricsPort = options.metricsPort ?? options.basePort + METRICS_PORT_OFFSET;
-  for (const [flag, first] of [['--base-port', options.basePort], ['--metrics-port', metricsPort]] as const) {
+  const peerPort = options.peerPort ?? options.basePort + PEER_PORT_OFFSET;
+  const ranges = [['--base-port', options.basePort], ['--peer-port', peerPort], ['--metrics-port', metricsPort]] as const;
+  for (const [flag, first] of ranges) {
     if (first < 1 || first + options.nodes - 1 > 65535) {
       process.stderr.write(`quorumq: ${flag} ${first} leaves no room for ${options.nodes} ports (1-65535)\n`);
       process.exit(2);
     }
   }
+  for (const [flag, first] of ranges) {
+    for (const [otherFlag, other] of ranges) {
+      if (flag < otherFlag && Math.abs(first - other) < options.nodes) {
+        process.stderr.write(`quorumq: the ports of ${flag} ${first} and ${otherFlag} ${other} overlap for ${options.nodes} nodes\n`);
+        process.exit(2);
+      }
+    }
+  }
   const address = (i: number): string => `${options.host}:${options.basePort + i}`;
+  const peerAddress = (i: number): string => `${options.host}:${peerPort + i}`;
   const metricsAddress = (i: number): string => `${options.host}:${metricsPort + i}`;
-  const peers = ids.map((id, i) => `${id}=${address(i)}`).join(',');
+  // `peers` names each node's peer listener; clients use `listen` / `advertise`.
+  const peers = ids.map((id, i) => `${id}=${peerAddress(i)}`).join(',');
   // The nodes' peer calls carry a cluster secret: QUORUMQ_CLUSTER_SECRET(_FILE) when set,
   // else one made at random for this data directory (see cluster-secret.ts).
   const secretFromEnv = Boolean(process.env.QUORUMQ_CLUSTER_SECRET) || Boolean(process.env.QUORUMQ_CLUSTER_SECRET_FILE);
@@ -109,6 +141,7 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
         QUORUMQ_NODE_ID: id,
         QUORUMQ_LISTEN: address(i),
         QUORUMQ_ADVERTISE: address(i),
+        QUORUMQ_PEER_LISTEN: peerAddress(i),
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: dataDir,
         ...(secretFile !== null ? { QUORUMQ_CLUSTER_SECRET_FILE: secretFile } : {}),
@@ -125,7 +158,7 @@ async function runCluster(options: { nodes: number; basePort: number; metricsPor
   });
   process.stdout.write(
     `quorumq: local cluster of ${options.nodes} nodes\n` +
-      ids.map((id, i) => `  ${id}  grpc ${address(i)}  metrics http://${metricsAddress(i)}/metrics  data ${join(options.data, id)}\n`).join('') +
+      ids.map((id, i) => `  ${id}  grpc ${address(i)}  peers ${peerAddress(i)}  metrics http://${metricsAddress(i)}/metrics  data ${join(options.data, id)}\n`).join('') +
       `connect with: connect({ nodes: [${ids.map((_, i) => `'${address(i)}'`).join(', ')}] })\nCtrl-C stops the cluster.\n`,
   );
   const stop = (): void => {
@@ -153,6 +186,7 @@ program
   .option('-n, --nodes <count>', 'number of nodes', integer, 3)
   .option('-p, --base-port <port>', 'gRPC port of the first node (the others follow)', integer, 7001)
   .option('-m, --metrics-port <port>', `metrics port of the first node (default: base port + ${METRICS_PORT_OFFSET})`, integer)
+  .option('--peer-port <port>', `peer port of the first node, where the nodes reach each other (default: base port + ${PEER_PORT_OFFSET})`, integer)
   .option('--host <host>', 'address to bind', '127.0.0.1')
   .option('-d, --data <dir>', 'data directory', './data')
   .option('--log-format <format>', 'node logs: pretty (readable), json (as the nodes write them), auto (pretty on a terminal)', logFormat, 'auto')
@@ -163,6 +197,9 @@ program
   .requiredOption('-a, --address <host:port>', 'node address')
   .option('-t, --timeout <ms>', 'deadline', integer, 2000)
   .option('-s, --service <name>', 'service to check ("" = the whole node)', '')
+  .option('--tls-ca <file>', 'connect with TLS; CA certificates that verify the node\'s certificate (PEM)')
+  .option('--tls-cert <file>', 'connect with TLS, presenting this client certificate (PEM; with --tls-key)')
+  .option('--tls-key <file>', 'the client certificate\'s key (PEM)')
   .action(checkHealth);
 
 await program.parseAsync(process.argv);

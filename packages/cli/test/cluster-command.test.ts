@@ -42,11 +42,11 @@ function isFree(port: number): Promise<boolean> {
   });
 }
 
-/** A base port with NODES free ports from it and from it + 2100 (the default metrics ports). */
+/** A base port with NODES free ports from it, from it + 1000 (the default peer ports) and + 2100 (the default metrics ports). */
 async function freeBasePort(): Promise<number> {
   for (;;) {
     const base = await freePort();
-    const ports = Array.from({ length: NODES }, (_, i) => [base + i, base + 2100 + i]).flat();
+    const ports = Array.from({ length: NODES }, (_, i) => [base + i, base + 1000 + i, base + 2100 + i]).flat();
     if (base + 2100 + NODES <= 65535 && (await Promise.all(ports.map(isFree))).every(Boolean)) return base;
   }
 }
@@ -84,16 +84,20 @@ async function until<T>(what: string, lines: string[], attempt: () => T | undefi
 }
 
 /** The node lines of the banner (`  n1  grpc ...  metrics ...  data ...`), once all are printed. */
-function bannerNodes(lines: string[]): Array<{ grpc: string | undefined; metrics: string | undefined }> | undefined {
+function bannerNodes(lines: string[]): Array<{ grpc: string | undefined; peers: string | undefined; metrics: string | undefined }> | undefined {
   const nodes = lines.filter((l) => /^ {2}n\d+ {2}grpc /.test(l));
   if (nodes.length < NODES) return undefined;
-  return nodes.map((l) => ({ grpc: /grpc (\S+)/.exec(l)?.[1], metrics: /metrics (\S+)/.exec(l)?.[1] }));
+  return nodes.map((l) => ({ grpc: /grpc (\S+)/.exec(l)?.[1], peers: /peers (\S+)/.exec(l)?.[1], metrics: /metrics (\S+)/.exec(l)?.[1] }));
 }
 
-it('serves the metrics on ports that follow --base-port (base + 2100 + i), as the banner says', async () => {
+it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on ports that follow --base-port, as the banner says', async () => {
   const base = await freeBasePort();
   const { lines } = startCluster(['--base-port', String(base)]);
-  const expected = Array.from({ length: NODES }, (_, i) => ({ grpc: `127.0.0.1:${base + i}`, metrics: `http://127.0.0.1:${base + 2100 + i}/metrics` }));
+  const expected = Array.from({ length: NODES }, (_, i) => ({
+    grpc: `127.0.0.1:${base + i}`,
+    peers: `127.0.0.1:${base + 1000 + i}`,
+    metrics: `http://127.0.0.1:${base + 2100 + i}/metrics`,
+  }));
   expect(await until('banner', lines, () => bannerNodes(lines))).toEqual(expected);
   for (const { metrics } of expected) {
     const text = await until(`an answer from ${metrics}`, lines, async () => {

@@ -18,6 +18,8 @@ export type {
   UserInfo,
   WhoAmI,
 } from './client.js';
+export { tlsCredentials } from './tls.js';
+export type { TlsOptions } from './tls.js';
 export { Consumer } from './consumer.js';
 export type { ConsumeOptions, ConsumerEvent, DeliveryHandler } from './consumer.js';
 export type { AckOptions, Delivery, NackOptions, RejectOptions } from './delivery.js';

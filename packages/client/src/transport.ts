@@ -3,12 +3,13 @@ import * as grpc from '@grpc/grpc-js';
 import type { MethodDefinition } from '@grpc/grpc-js';
 import { AUTHORIZATION_METADATA, SESSION_METADATA } from '@quorumq/proto/errors';
 import { QuorumqError, SdkReason, toQuorumqError } from './errors.js';
+import { tlsChannelOptions, tlsCredentials, type TlsOptions } from './tls.js';
 
 /** Connection and retry settings shared by every call of a client. */
 export interface TransportOptions {
   /** Addresses (host:port) of the broker nodes. At least one. */
   readonly nodes: readonly string[];
-  /** Channel credentials; insecure by default. */
+  /** Channel credentials; insecure by default (see also `tls`). */
   readonly credentials?: grpc.ChannelCredentials;
   /**
    * A user's name and password, sent with every call (metadata `authorization: Basic ...`)
@@ -16,6 +17,12 @@ export interface TransportOptions {
    * in the clear: use TLS beyond loopback.
    */
   readonly auth?: { readonly username: string; readonly password: string };
+  /**
+   * TLS to the brokers (a broker with `tlsCertFile`): the CA that verifies their
+   * certificates, and a client certificate and key (files or PEM Buffers). Instead of
+   * `credentials`.
+   */
+  readonly tls?: TlsOptions;
   /**
    * Extra grpc-js channel options (keepalive, message sizes, ...). The SDK sets
    * `grpc.initial_reconnect_backoff_ms: 200`, `grpc.max_reconnect_backoff_ms: 5000` and
@@ -126,9 +133,10 @@ export class Transport {
   constructor(options: TransportOptions) {
     if (options.nodes.length === 0) throw new TypeError('connect: at least one node address is required');
     this.addresses = [...new Set(options.nodes)];
-    this.credentials = options.credentials ?? grpc.credentials.createInsecure();
     this.authorization = options.auth === undefined ? null : basicAuthorization(options.auth.username, options.auth.password);
-    this.channelOptions = { ...DEFAULT_CHANNEL_OPTIONS, ...options.channelOptions };
+    if (options.credentials !== undefined && options.tls !== undefined) throw new TypeError('connect: give credentials or tls, not both');
+    this.credentials = options.tls !== undefined ? tlsCredentials(options.tls) : (options.credentials ?? grpc.credentials.createInsecure());
+    this.channelOptions = { ...DEFAULT_CHANNEL_OPTIONS, ...tlsChannelOptions(options.tls), ...options.channelOptions };
     this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
     this.failoverTimeoutMs = options.failoverTimeoutMs ?? 15_000;
     this.initialBackoffMs = options.initialBackoffMs ?? 50;

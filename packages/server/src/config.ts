@@ -6,16 +6,35 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 import { AUTH_ENV, authConfig, type AuthConfig } from './auth-config.js';
+import { checkListeners, splitAddress } from './listener-config.js';
+import { clientTlsConfig, peerTlsConfig, type ClientTlsConfig, type PeerTlsConfig } from './tls-config.js';
+
+export { ConfigError } from './config-error.js';
+import { ConfigError } from './config-error.js';
+export type { ClientTlsConfig, PeerTlsConfig, ClientCertificateMode } from './tls-config.js';
 
 export interface NodeConfig extends AuthConfig {
   /** This node's id; one of the keys of `peers`. */
   readonly nodeId: string;
-  /** host:port the gRPC server binds (clients and peers). */
+  /** host:port the client gRPC server binds (Broker, health, reflection). */
   readonly listen: string;
-  /** host:port other nodes and clients use to reach this node. */
+  /** host:port clients use to reach this node (told to clients in leader hints and ClusterStatus). */
   readonly advertise: string;
-  /** Every node of the cluster, this one included: id -> address. */
+  /**
+   * host:port the peer gRPC server binds (Raft streams, forwarded proposals, snapshot bodies,
+   * and client calls proxied from other nodes); null for a single node without one.
+   */
+  readonly peerListen: string | null;
+  /** host:port other nodes use to reach this node's peer listener: this node's entry in `peers`. */
+  readonly peerAdvertise: string | null;
+  /** Every node of the cluster, this one included: id -> the address of its peer listener. */
   readonly peers: ReadonlyMap<string, string>;
+  /** TLS on the client listener, or null for plaintext. */
+  readonly tls: ClientTlsConfig | null;
+  /** Mutual TLS on the peer listener and the node's peer channels, or null for plaintext. */
+  readonly peerTls: PeerTlsConfig | null;
+  /** How often certificate, key and CA files are read again (a changed file is used without a restart). */
+  readonly tlsRefreshMs: number;
   readonly dataDir: string;
   /** host:port of the Prometheus /metrics endpoint, or null for none. */
   readonly metricsListen: string | null;
@@ -71,8 +90,9 @@ export interface NodeConfig extends AuthConfig {
   /**
    * The secret every peer call carries (Raft streams, forwarded proposals): a node serves
    * the peer services only to callers that present it and a configured node id. Required
-   * when `peers` names other nodes; null for a single node (which then refuses every peer
-   * call). From `clusterSecret`, or the file named by `clusterSecretFile`.
+   * when `peers` names other nodes and there is no peer mutual TLS (with it, optional, and
+   * still checked when set); null for a single node (which then refuses every peer call).
+   * From `clusterSecret`, or the file named by `clusterSecretFile`.
    */
   readonly clusterSecret: string | null;
   /**
@@ -84,6 +104,11 @@ export interface NodeConfig extends AuthConfig {
 
 export const DEFAULTS = {
   listen: '127.0.0.1:7001',
+  peerListen: null,
+  peerAdvertise: null,
+  tls: null,
+  peerTls: null,
+  tlsRefreshMs: 60_000,
   dataDir: './data',
   metricsListen: null,
   metricsQueueLimit: 1000,
@@ -113,17 +138,23 @@ export const DEFAULTS = {
   admin: null,
 } as const;
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
-
 type Raw = Record<string, unknown>;
 
 const ENV: Record<string, string> = {
   QUORUMQ_NODE_ID: 'nodeId',
   QUORUMQ_LISTEN: 'listen',
   QUORUMQ_ADVERTISE: 'advertise',
+  QUORUMQ_PEER_LISTEN: 'peerListen',
+  QUORUMQ_PEER_ADVERTISE: 'peerAdvertise',
   QUORUMQ_PEERS: 'peers',
+  QUORUMQ_TLS_CERT_FILE: 'tlsCertFile',
+  QUORUMQ_TLS_KEY_FILE: 'tlsKeyFile',
+  QUORUMQ_TLS_CA_FILE: 'tlsCaFile',
+  QUORUMQ_TLS_CLIENT_CERTS: 'tlsClientCerts',
+  QUORUMQ_TLS_REFRESH_MS: 'tlsRefreshMs',
+  QUORUMQ_PEER_TLS_CERT_FILE: 'peerTlsCertFile',
+  QUORUMQ_PEER_TLS_KEY_FILE: 'peerTlsKeyFile',
+  QUORUMQ_PEER_TLS_CA_FILE: 'peerTlsCaFile',
   QUORUMQ_DATA_DIR: 'dataDir',
   QUORUMQ_METRICS_LISTEN: 'metricsListen',
   QUORUMQ_METRICS_QUEUE_LIMIT: 'metricsQueueLimit',
@@ -215,12 +246,20 @@ function text(raw: Raw, key: string, fallback: string | null): string | null {
   return value;
 }
 
+/** A host:port option, or null when unset. */
+function address(raw: Raw, key: string): string | null {
+  const value = text(raw, key, null);
+  if (value === null) return null;
+  if (splitAddress(value) === null) throw new ConfigError(`${key}: expected host:port, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 /**
  * The cluster secret, from `clusterSecret` or the file `clusterSecretFile` (its content,
  * surrounding whitespace removed). A node with peers refuses to start without one: it would
  * otherwise serve the peer services (which can rewrite the cluster's state) to anyone.
  */
-function clusterSecret(raw: Raw, nodeId: string, peers: ReadonlyMap<string, string>): string | null {
+function clusterSecret(raw: Raw, nodeId: string, peers: ReadonlyMap<string, string>, peerMutualTls: boolean): string | null {
   const inline = text(raw, 'clusterSecret', null);
   const file = text(raw, 'clusterSecretFile', null);
   if (inline !== null && file !== null) throw new ConfigError('set clusterSecret or clusterSecretFile, not both');
@@ -234,9 +273,10 @@ function clusterSecret(raw: Raw, nodeId: string, peers: ReadonlyMap<string, stri
   }
   if (secret === null || secret === '') {
     const others = [...peers.keys()].filter((id) => id !== nodeId);
-    if (others.length === 0) return null;
+    if (others.length === 0 || peerMutualTls) return null;
     throw new ConfigError(
-      `a cluster secret is required: this node has peers (${others.join(', ')}) and serves them the peer services only with one. ` +
+      `a cluster secret is required: this node has peers (${others.join(', ')}) and serves them the peer services only with one ` +
+        '(or with mutual TLS between the nodes: peerTlsCertFile, peerTlsKeyFile, peerTlsCaFile). ' +
         'Set QUORUMQ_CLUSTER_SECRET (or clusterSecret / clusterSecretFile in the config file) to the same secret on every node, ' +
         `at least ${CLUSTER_SECRET_MIN_LENGTH} characters (e.g. openssl rand -hex 32)`,
     );
@@ -269,16 +309,29 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
 
   const nodeId = text(raw, 'nodeId', null);
   if (nodeId === null) throw new ConfigError('nodeId is required (or QUORUMQ_NODE_ID)');
-  const listen = text(raw, 'listen', DEFAULTS.listen) ?? DEFAULTS.listen;
-  const peers = raw.peers === undefined ? new Map([[nodeId, text(raw, 'advertise', listen) ?? listen]]) : parsePeers(raw.peers);
-  const advertise = text(raw, 'advertise', peers.get(nodeId) ?? listen) ?? listen;
+  const listen = address(raw, 'listen') ?? DEFAULTS.listen;
+  const advertise = address(raw, 'advertise') ?? listen;
+  const peerListen = address(raw, 'peerListen');
+  const peerAdvertiseSet = address(raw, 'peerAdvertise');
+  const peers = raw.peers === undefined ? new Map([[nodeId, peerAdvertiseSet ?? peerListen ?? advertise]]) : parsePeers(raw.peers);
   if (!peers.has(nodeId)) throw new ConfigError(`peers must include this node (${nodeId})`);
+  const peerAdvertise = checkListeners(nodeId, peers, { listen, advertise, peerListen, peerAdvertise: peerAdvertiseSet });
+  const tlsRefreshMs = integer(raw, 'tlsRefreshMs', DEFAULTS.tlsRefreshMs, 100);
+  const peerTls = peerTlsConfig(raw, nodeId);
+  if (peerTls !== null && peerListen === null) {
+    throw new ConfigError('peerTlsCertFile / peerTlsKeyFile / peerTlsCaFile are set but there is no peer listener: set peerListen (QUORUMQ_PEER_LISTEN) too, or remove them');
+  }
   const dataDir = resolve(text(raw, 'dataDir', DEFAULTS.dataDir) ?? DEFAULTS.dataDir);
   const config: NodeConfig = {
     nodeId,
     listen,
     advertise,
+    peerListen,
+    peerAdvertise,
     peers,
+    tls: clientTlsConfig(raw),
+    peerTls,
+    tlsRefreshMs,
     dataDir,
     metricsListen: text(raw, 'metricsListen', DEFAULTS.metricsListen),
     metricsQueueLimit: integer(raw, 'metricsQueueLimit', DEFAULTS.metricsQueueLimit, 0),
@@ -303,7 +356,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),
     exclusiveLeaseMs: integer(raw, 'exclusiveLeaseMs', DEFAULTS.exclusiveLeaseMs, 100),
     logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
-    clusterSecret: clusterSecret(raw, nodeId, peers),
+    clusterSecret: clusterSecret(raw, nodeId, peers, peerTls !== null),
     ...authConfig(raw, (message) => new ConfigError(message)),
     testOnlyConfirmBeforeCommit: raw.testOnlyConfirmBeforeCommit === true || raw.testOnlyConfirmBeforeCommit === '1',
   };

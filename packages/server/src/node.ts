@@ -44,6 +44,9 @@ import { queueCounts } from './queue-view.js';
 import { RaftGroup } from './raft-group.js';
 import { serveSnapshotBodies } from './snapshot-bodies.js';
 import type { GroupMessage } from './raft-codec.js';
+import { PeerCredentials } from './tls-credentials.js';
+import { peerCallMetadata } from './peer-auth.js';
+import type { Metadata } from '@grpc/grpc-js';
 import { PeerTransport } from './transport.js';
 import { WarnLimiter } from './warn-limiter.js';
 
@@ -83,6 +86,8 @@ export interface BrokerNodeParts {
 export interface BrokerNodeHost {
   /** The process's resident memory now; `process.memoryUsage.rss()` by default. */
   readonly residentMemoryBytes?: () => number;
+  /** The peer channels' TLS (tls-credentials.ts); plaintext when not given. */
+  readonly peerCredentials?: PeerCredentials;
 }
 
 export class BrokerNode {
@@ -117,6 +122,8 @@ export class BrokerNode {
   private metricsServer: HttpServer | null = null;
   private stopping = false;
   private metaLeaderHandlers: Array<() => void> = [];
+  /** Each peer's client address, as it told it on its Raft stream (see addressOf). */
+  private readonly clientAddresses = new Map<NodeId, string>();
 
   private constructor(parts: BrokerNodeParts) {
     const { config, env, storage, messageStore, link, logger, metrics } = parts;
@@ -287,10 +294,17 @@ export class BrokerNode {
       segmentBytes: config.messageStoreSegmentBytes,
       logger: { warn: (message: string) => logger.warn(message) },
     });
-    const transport = new PeerTransport(config.nodeId, config.peers, config.clusterSecret, logger, (messages) => {
-      metrics.peerBatches.inc();
-      metrics.peerMessages.inc(messages);
-    });
+    const transport = new PeerTransport(
+      config.nodeId,
+      config.peers,
+      config.clusterSecret,
+      logger,
+      (messages) => {
+        metrics.peerBatches.inc();
+        metrics.peerMessages.inc(messages);
+      },
+      { credentials: host.peerCredentials ?? new PeerCredentials(config, logger), clientAddress: config.advertise },
+    );
     const memoryAlarm = MemoryAlarm.ofProcess(config, logger, metrics, host.residentMemoryBytes);
     const heap = loadHeapTrim();
     for (const missing of heap.missing) logger.info(`an idle node gives memory back to the system without a part: ${missing}`);
@@ -333,8 +347,29 @@ export class BrokerNode {
     return this.config.nodeId;
   }
 
+  /**
+   * The address clients reach `node` at (its `advertise`), for leader hints and
+   * ClusterStatus: this node's own, or the one a peer told on its Raft stream; null until a
+   * peer told it (never a peer address: clients cannot use those).
+   */
   addressOf(node: NodeId | null): string | null {
-    return node === null ? null : (this.config.peers.get(node) ?? null);
+    if (node === null) return null;
+    if (node === this.nodeId) return this.config.advertise;
+    return this.clientAddresses.get(node) ?? null;
+  }
+
+  /** The metadata of this node's calls to its peers' listeners: its id and the cluster secret (peer-auth.ts). */
+  peerCallMetadata(): Metadata {
+    return peerCallMetadata(this.nodeId, this.config.clusterSecret);
+  }
+
+  /** An authenticated peer told its client address (on its Raft stream). */
+  learnClientAddress(peer: NodeId, address: string): void {
+    if (peer === this.nodeId || !this.config.peers.has(peer)) return;
+    const before = this.clientAddresses.get(peer);
+    if (before === address) return;
+    this.clientAddresses.set(peer, address);
+    this.logger.info({ peer, clientAddress: address, before: before ?? null }, 'learnt a peer\'s client address');
   }
 
   // ------------------------------------------------------------------------------------

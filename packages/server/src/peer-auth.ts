@@ -1,30 +1,51 @@
 /**
- * Who may call the peer services (RaftTransport/Stream, Peer/ProposeBatch): a configured
- * peer that presents the cluster secret. Every peer call carries two metadata entries, the
- * caller's node id and the secret; the secret is compared in constant time. A refusal is
- * UNAUTHENTICATED with one message whatever was wrong, so it tells a caller nothing about
- * which node ids exist.
+ * Who may call the peer listener (RaftTransport/Stream, Peer/ProposeBatch,
+ * Peer/FetchBodies, and the Broker calls other nodes proxy): a configured peer other than
+ * this node, proven by the cluster secret, by its TLS client certificate, or by both when
+ * both are configured. Every peer call carries the caller's node id and, when the cluster
+ * has one, the secret (compared in constant time); with mutual TLS the certificate the
+ * handshake verified against the cluster CA must name the node id the call claims (as its
+ * CN or a DNS subject alternative name). A refusal is UNAUTHENTICATED with one message
+ * whatever was wrong, so it tells a caller nothing about which node ids exist.
  *
- * Until peers get their own authenticated listener (a later issue), the secret travels in
- * the clear with the call: it keeps clients on the shared port out of the peer services,
- * not an eavesdropper on the network between the nodes.
+ * Without peer TLS the secret travels in the clear: keep the network between the nodes
+ * private (see docs/security.md).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Metadata, status as Status } from '@grpc/grpc-js';
 import { PEER_NODE_ID_METADATA, PEER_SECRET_METADATA } from '@quorumq/proto/errors';
 import type { NodeId } from '@quorumq/raft';
 
+import { certificateNames, verifiedPeerCertificate, type CallWithAuthContext } from './tls-identity.js';
+
 // The metadata keys of the caller's node id and of the cluster secret (the wire contract's).
 export { PEER_NODE_ID_METADATA, PEER_SECRET_METADATA };
+
+/**
+ * The calling node's client address (its `advertise`), sent on its Raft streams: the node
+ * called tells clients that address in leader hints and ClusterStatus.
+ */
+export const PEER_CLIENT_ADDRESS_METADATA = 'quorumq-client-address';
 
 export const UNAUTHENTICATED_PEER = 'peer services are for the nodes of this cluster: the call has no valid cluster credentials';
 
 /** The metadata a node sends with each of its peer calls. */
-export function peerCallMetadata(selfId: NodeId, secret: string): Metadata {
+export function peerCallMetadata(selfId: NodeId, secret: string | null, clientAddress?: string): Metadata {
   const metadata = new Metadata();
   metadata.set(PEER_NODE_ID_METADATA, selfId);
-  metadata.set(PEER_SECRET_METADATA, secret);
+  if (secret !== null) metadata.set(PEER_SECRET_METADATA, secret);
+  if (clientAddress !== undefined) metadata.set(PEER_CLIENT_ADDRESS_METADATA, clientAddress);
   return metadata;
+}
+
+/** What the authenticator reads of a call: its metadata and its TLS peer certificate. */
+export interface PeerCall extends CallWithAuthContext {
+  readonly metadata: Metadata;
+}
+
+/** The node id a peer call claims (for log lines about refused calls; never trusted). */
+export function claimedNodeId(call: { metadata: Metadata }): string {
+  return String(call.metadata.get(PEER_NODE_ID_METADATA)[0] ?? '').slice(0, 64);
 }
 
 /** A refused peer call, as grpc-js sends it. */
@@ -40,17 +61,25 @@ export class PeerAuthenticator {
     private readonly selfId: NodeId,
     private readonly peers: ReadonlyMap<NodeId, string>,
     secret: string | null,
+    /** The peer listener requires client certificates from the cluster CA (peer mutual TLS). */
+    private readonly mutualTls = false,
   ) {
     this.secretDigest = secret === null ? null : digest(secret);
   }
 
   /** The authenticated peer's node id, or null (refuse the call as UNAUTHENTICATED). */
-  authenticate(metadata: Metadata): NodeId | null {
-    const presented = single(metadata, PEER_SECRET_METADATA);
-    const claimed = single(metadata, PEER_NODE_ID_METADATA);
+  authenticate(call: PeerCall): NodeId | null {
+    // Neither a secret nor TLS: a single node, which serves no peer calls.
+    if (this.secretDigest === null && !this.mutualTls) return null;
+    const presented = single(call.metadata, PEER_SECRET_METADATA);
+    const claimed = single(call.metadata, PEER_NODE_ID_METADATA);
     // The secret is checked first and always, so a refusal takes as long whatever the id.
-    const secretOk = this.secretDigest !== null && presented !== null && timingSafeEqual(digest(presented), this.secretDigest);
+    const secretOk = this.secretDigest === null || (presented !== null && timingSafeEqual(digest(presented), this.secretDigest));
     if (!secretOk || claimed === null || claimed === this.selfId || !this.peers.has(claimed)) return null;
+    if (this.mutualTls) {
+      const cert = verifiedPeerCertificate(call);
+      if (cert === null || !certificateNames(cert).includes(claimed)) return null;
+    }
     return claimed;
   }
 }

@@ -1,7 +1,10 @@
 /**
- * Starts a node: storage, Raft groups, and one gRPC server on `listen` that serves the
- * client API, the peer API (to authenticated peers only: peer-auth.ts), standard health
- * checking and server reflection.
+ * Starts a node: storage, Raft groups, and two gRPC servers. The client server on `listen`
+ * serves the client API (Broker), standard health checking and server reflection, in
+ * plaintext or TLS (tls-credentials.ts). The peer server on `peerListen` serves the peer
+ * services (RaftTransport, Peer) and the Broker calls other nodes proxy to this one, to
+ * authenticated peers only (peer-auth.ts, via-peer.ts), in plaintext or mutual TLS. A single
+ * node may have no peer server.
  */
 import { Metadata, Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
@@ -17,7 +20,9 @@ import { checkBindingArguments, checkConsumeRequest, type RequestLimits } from '
 import { BrokerApi } from './service.js';
 import { ensureFirstAdministrator } from './user-admin.js';
 import { auditLogger } from './audit-log.js';
-import { PEER_NODE_ID_METADATA, PeerAuthenticator, unauthenticatedPeer } from './peer-auth.js';
+import { PeerAuthenticator, claimedNodeId, unauthenticatedPeer, type PeerCall } from './peer-auth.js';
+import { PeerCredentials, clientListenerCredentials } from './tls-credentials.js';
+import { authenticatedPeersOnly } from './via-peer.js';
 import { ForwardError, raftStreamHandler } from './transport.js';
 import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
@@ -26,7 +31,10 @@ import pb = quorumq.v1;
 
 export interface RunningNode {
   readonly node: BrokerNode;
+  /** The client address (`advertise`). */
   readonly address: string;
+  /** The port the peer listener bound, or null without one. */
+  readonly peerPort: number | null;
   readonly logger: Logger;
   /** Hands off leadership, then stops everything. */
   shutdown(): Promise<void>;
@@ -105,103 +113,55 @@ export async function startNode(
       logger.fatal({ err: error }, 'fatal error, exiting');
       process.exit(70);
     });
-  const node = await BrokerNode.start(config, logger, onFatal, options);
-  const api = new BrokerApi(node);
-  const server = new Server({
+  const peerCredentials = new PeerCredentials(config, logger);
+  const node = await BrokerNode.start(config, logger, onFatal, { ...options, peerCredentials });
+  const api = new BrokerApi(node, peerCredentials);
+  const serverOptions = {
     'grpc.max_receive_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
     'grpc.max_send_message_length': Math.max(64 * 1024 * 1024, config.maxMessageBytes + 1024 * 1024),
     // Unreadable requests are INVALID_ARGUMENT (unreadable.ts); an auto-ack get acks only a
     // response that was sent (response-sent.ts).
     interceptors: [refuseUnreadable, responseSentInterceptor([BrokerService.get.path])],
-  });
-  server.addService(brokerServiceFor(config), api.implementation());
-  // The peer services: only for configured peers with the cluster secret (peer-auth.ts).
-  const authenticator = new PeerAuthenticator(config.nodeId, config.peers, config.clusterSecret);
-  const refusedCall = (call: 'raft_stream' | 'propose_batch' | 'fetch_bodies', claimed: string): void => {
-    node.metrics.peerCallsRefused.inc({ call });
-    node.warnings.warn(
-      `peer-call:${call}`,
-      { call, claimedNode: claimed.slice(0, 64) },
-      'refused a peer call without valid cluster credentials (a client on the peer services, or a node with another cluster secret)',
-    );
   };
-  server.addService(RaftTransportService, {
-    stream: raftStreamHandler({
-      selfId: config.nodeId,
-      authenticator,
-      onMessage: (message) => node.receive(message),
-      onBatch: (peer) => node.heardFrom(peer),
-      onWrongNode: (to, from) => {
-        node.metrics.peerStreamsRefused.inc();
-        logger.warn({ to, from }, 'a peer sent Raft messages for another node here (stale address); refused its stream');
-      },
-      onRefused: (reason, peer, claimedFrom) => {
-        if (reason === 'unauthenticated') {
-          refusedCall('raft_stream', claimedFrom);
-          return;
-        }
-        node.metrics.raftMessagesRefused.inc({ reason });
-        node.warnings.warn(
-          `raft:${reason}`,
-          { reason, peer, from: claimedFrom.slice(0, 64) },
-          reason === 'sender_mismatch' ? 'dropped a Raft message a peer sent in another node\'s name' : 'dropped a malformed Raft message',
-        );
-      },
-    }),
-  });
-  server.addService(PeerService, {
-    proposeBatch: (
-      call: ServerUnaryCall<pb.ProposeBatchRequest, pb.ProposeBatchResponse.$Properties>,
-      callback: sendUnaryData<pb.ProposeBatchResponse.$Properties>,
-    ) => {
-      if (authenticator.authenticate(call.metadata) === null) {
-        refusedCall('propose_batch', String(call.metadata.get(PEER_NODE_ID_METADATA)[0] ?? ''));
-        callback(unauthenticatedPeer());
-        return;
-      }
-      // Proposed in order, in this turn; answered together once all are settled.
-      const results = call.request.items.map((item) =>
-        node.router.handleForwarded(item.groupId ?? '', item.command ?? new Uint8Array(0)).then(
-          (reply): pb.ProposeResult.$Properties => ({ reply }),
-          (error: unknown): pb.ProposeResult.$Properties => {
-            if (error instanceof ForwardError) {
-              return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message, leaderId: error.leaderId ?? '' };
-            }
-            if (error instanceof BrokerError) return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message };
-            return { errorCode: Status.INTERNAL, errorReason: Reason.INTERNAL, errorMessage: error instanceof Error ? error.message : String(error) };
-          },
-        ),
-      );
-      Promise.all(results).then((all) => callback(null, { results: all }));
-    },
-    fetchBodies: (
-      call: ServerUnaryCall<pb.FetchBodiesRequest, pb.FetchBodiesResponse.$Properties>,
-      callback: sendUnaryData<pb.FetchBodiesResponse.$Properties>,
-    ) => {
-      if (authenticator.authenticate(call.metadata) === null) {
-        refusedCall('fetch_bodies', String(call.metadata.get(PEER_NODE_ID_METADATA)[0] ?? ''));
-        callback(unauthenticatedPeer());
-        return;
-      }
-      const request = call.request;
-      try {
-        const ids = request.messageIds.map(Number);
-        const served = node.serveSnapshotBodies(request.groupId ?? '', Number(request.snapshotIndex ?? 0), ids, request.bytesMax ?? 0);
-        callback(null, { bodies: served.map((body) => (body === null ? { missing: true } : { body })) });
-      } catch (error) {
-        const code = error instanceof BrokerError ? error.code : Status.INTERNAL;
-        callback({ code, details: error instanceof Error ? error.message : String(error), metadata: new Metadata() });
-      }
-    },
-  });
+  // Clients: the Broker service, health, reflection. No peer service: a client calling one
+  // here gets UNIMPLEMENTED.
+  const server = new Server(serverOptions);
+  server.addService(brokerServiceFor(config), api.implementation());
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'quorumq.v1.Broker': 'NOT_SERVING' });
   health.addToServer(server);
   addReflection(server);
+  const peerServer = config.peerListen === null ? null : peerServerOf(config, node, api, peerCredentials, serverOptions);
 
-  const port = await new Promise<number>((resolvePort, reject) => {
-    server.bindAsync(config.listen, ServerCredentials.createInsecure(), (error, boundPort) => (error ? reject(error) : resolvePort(boundPort)));
-  });
-  logger.info({ listen: config.listen, port, peers: Object.fromEntries(config.peers), dataDir: config.dataDir }, 'node listening');
+  const bind = (target: Server, address: string, credentials: ServerCredentials): Promise<number> =>
+    new Promise<number>((resolvePort, reject) => {
+      target.bindAsync(address, credentials, (error, boundPort) => (error ? reject(error) : resolvePort(boundPort)));
+    });
+  let port: number;
+  let peerPort: number | null = null;
+  try {
+    port = await bind(server, config.listen, clientListenerCredentials(config, logger));
+    if (peerServer !== null && config.peerListen !== null) peerPort = await bind(peerServer, config.peerListen, peerCredentials.listener());
+  } catch (error) {
+    server.forceShutdown();
+    peerServer?.forceShutdown();
+    api.close();
+    await node.stop().catch(() => undefined);
+    throw error;
+  }
+  logger.info(
+    {
+      listen: config.listen,
+      port,
+      advertise: config.advertise,
+      clientTls: config.tls === null ? 'off' : `on, client certificates ${config.tls.clientCerts}`,
+      peerListen: config.peerListen,
+      peerPort,
+      peerTls: config.peerTls === null ? 'off' : 'mutual',
+      peers: Object.fromEntries(config.peers),
+      dataDir: config.dataDir,
+    },
+    'node listening',
+  );
 
   let stopped = false;
   // Serving once the metadata group has a leader (the cluster has a quorum), however long
@@ -226,14 +186,128 @@ export async function startNode(
     else await node.stop();
     api.close();
     // Peers keep their Raft streams open: give calls in progress a moment, then close all.
-    await new Promise<void>((done) => {
-      const timer = setTimeout(done, 500);
-      server.tryShutdown(() => {
-        clearTimeout(timer);
-        done();
-      });
-    });
+    await Promise.all(
+      [server, ...(peerServer === null ? [] : [peerServer])].map(
+        (target) =>
+          new Promise<void>((done) => {
+            const timer = setTimeout(done, 500);
+            target.tryShutdown(() => {
+              clearTimeout(timer);
+              done();
+            });
+          }),
+      ),
+    );
     server.forceShutdown();
+    peerServer?.forceShutdown();
   };
-  return { node, address: config.advertise, logger, shutdown: () => finish(true), stop: () => finish(false) };
+  return { node, address: config.advertise, peerPort, logger, shutdown: () => finish(true), stop: () => finish(false) };
+}
+
+/**
+ * The peer server: the peer services and the Broker service (for calls other nodes proxy),
+ * each call served only to an authenticated peer; a refused one is counted
+ * (`quorumq_peer_calls_refused_total{call}`) and logged at most once per 10 s per call kind.
+ */
+function peerServerOf(
+  config: NodeConfig,
+  node: BrokerNode,
+  api: BrokerApi,
+  credentials: PeerCredentials,
+  serverOptions: ConstructorParameters<typeof Server>[0],
+): Server {
+  const logger = node.logger;
+  const server = new Server(serverOptions);
+  const authenticator = new PeerAuthenticator(config.nodeId, config.peers, config.clusterSecret, credentials.mutualTls);
+  const refusedCall = (call: 'raft_stream' | 'propose_batch' | 'fetch_bodies' | 'broker', claimed: string): void => {
+    node.metrics.peerCallsRefused.inc({ call });
+    node.warnings.warn(
+      `peer-call:${call}`,
+      { call, claimedNode: claimed.slice(0, 64) },
+      credentials.mutualTls
+        ? 'refused a peer call without valid cluster credentials (no certificate from the cluster CA naming the node it claims to be, or another cluster secret)'
+        : 'refused a peer call without valid cluster credentials (a client on the peer listener, or a node with another cluster secret)',
+    );
+  };
+  server.addService(RaftTransportService, {
+    stream: raftStreamHandler({
+      selfId: config.nodeId,
+      authenticator,
+      onMessage: (message) => node.receive(message),
+      onBatch: (peer) => node.heardFrom(peer),
+      onClientAddress: (peer, address) => node.learnClientAddress(peer, address),
+      onWrongNode: (to, from) => {
+        node.metrics.peerStreamsRefused.inc();
+        logger.warn({ to, from }, 'a peer sent Raft messages for another node here (stale address); refused its stream');
+      },
+      onRefused: (reason, peer, claimedFrom) => {
+        if (reason === 'unauthenticated') {
+          refusedCall('raft_stream', claimedFrom);
+          return;
+        }
+        node.metrics.raftMessagesRefused.inc({ reason });
+        node.warnings.warn(
+          `raft:${reason}`,
+          { reason, peer, from: claimedFrom.slice(0, 64) },
+          reason === 'sender_mismatch' ? 'dropped a Raft message a peer sent in another node\'s name' : 'dropped a malformed Raft message',
+        );
+      },
+    }),
+  });
+  server.addService(PeerService, {
+    proposeBatch: (
+      call: ServerUnaryCall<pb.ProposeBatchRequest, pb.ProposeBatchResponse.$Properties>,
+      callback: sendUnaryData<pb.ProposeBatchResponse.$Properties>,
+    ) => {
+      if (authenticator.authenticate(call) === null) {
+        refusedCall('propose_batch', claimedNodeId(call));
+        callback(unauthenticatedPeer());
+        return;
+      }
+      // Proposed in order, in this turn; answered together once all are settled.
+      const results = call.request.items.map((item) =>
+        node.router.handleForwarded(item.groupId ?? '', item.command ?? new Uint8Array(0)).then(
+          (reply): pb.ProposeResult.$Properties => ({ reply }),
+          (error: unknown): pb.ProposeResult.$Properties => {
+            if (error instanceof ForwardError) {
+              return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message, leaderId: error.leaderId ?? '' };
+            }
+            if (error instanceof BrokerError) return { errorCode: error.code, errorReason: error.reason, errorMessage: error.message };
+            return { errorCode: Status.INTERNAL, errorReason: Reason.INTERNAL, errorMessage: error instanceof Error ? error.message : String(error) };
+          },
+        ),
+      );
+      Promise.all(results).then((all) => callback(null, { results: all }));
+    },
+    fetchBodies: (
+      call: ServerUnaryCall<pb.FetchBodiesRequest, pb.FetchBodiesResponse.$Properties>,
+      callback: sendUnaryData<pb.FetchBodiesResponse.$Properties>,
+    ) => {
+      if (authenticator.authenticate(call) === null) {
+        refusedCall('fetch_bodies', claimedNodeId(call));
+        callback(unauthenticatedPeer());
+        return;
+      }
+      const request = call.request;
+      try {
+        const ids = request.messageIds.map(Number);
+        const served = node.serveSnapshotBodies(request.groupId ?? '', Number(request.snapshotIndex ?? 0), ids, request.bytesMax ?? 0);
+        callback(null, { bodies: served.map((body) => (body === null ? { missing: true } : { body })) });
+      } catch (error) {
+        const code = error instanceof BrokerError ? error.code : Status.INTERNAL;
+        callback({ code, details: error instanceof Error ? error.message : String(error), metadata: new Metadata() });
+      }
+    },
+  });
+  // Client calls other nodes proxy to this one (service.ts, clientFor): the same API, each
+  // call marked as coming from the peer (via-peer.ts).
+  server.addService(
+    brokerServiceFor(config),
+    authenticatedPeersOnly(
+      api.implementation({ viaPeer: true }),
+      (call: PeerCall) => authenticator.authenticate(call),
+      (call: PeerCall) => refusedCall('broker', claimedNodeId(call)),
+    ),
+  );
+  return server;
 }

@@ -6,7 +6,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
-  credentials,
   makeGenericClientConstructor,
   Metadata,
   type Client,
@@ -19,7 +18,6 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
-import { AUTHORIZATION_METADATA } from '@quorumq/proto/errors';
 import { route, TopologyError, type Command, type EnqueueCommand, type QueueArgumentsInput, type Reply, type TopologyCommand } from '@quorumq/queue';
 
 import { BrokerError, Status, failedPrecondition, invalidArgument, notFound, reasonOf, resourceExhausted, toServiceError, unavailable, Reason } from './errors.js';
@@ -36,13 +34,19 @@ import { rawMessageOf } from './wire.js';
 import { DeliveryOutbox } from './delivery-outbox.js';
 import { whenSent } from './response-sent.js';
 import { ANONYMOUS, AccessControl, exchange as exchangeResource, queue as queueResource, type Principal } from './access-control.js';
-import { ClientAuthenticator, type CallCredentials } from './client-auth.js';
+import { ClientAuthenticator, NO_CREDENTIALS, unauthenticated, type CallCredentials } from './client-auth.js';
 import { UserAdmin } from './user-admin.js';
 import { auditLogger } from './audit-log.js';
+import type { PeerCredentials } from './tls-credentials.js';
+import { forwardPrincipal, forwardedPrincipal, onlyViaPeer, viaPeer } from './via-peer.js';
+import { clientCertificateIdentity } from './tls-identity.js';
 
 import pb = quorumq.v1;
 
 const BrokerClient = makeGenericClientConstructor(BrokerService, 'Broker');
+
+/** What every incoming call has (grpc-js's ServerSurfaceCall, which it does not export). */
+type ServerSurfaceCall = Pick<ServerUnaryCall<unknown, unknown>, 'metadata' | 'getAuthContext' | 'getPeer'>;
 
 /** The caller's session (the SDK sends one id per client), for exclusive queues (spec 7). */
 export const SESSION_METADATA = 'quorumq-session';
@@ -66,18 +70,8 @@ function unary<Req, Res>(handler: (request: Req, call: ServerUnaryCall<Req, Res>
 }
 
 /** What a server call offers to authenticate with (client-auth.ts). */
-function credentialsOf(call: { metadata: Metadata; getPeer(): string; getAuthContext?: () => { sslPeerCertificate?: { subject?: { CN?: unknown } } } }): CallCredentials {
-  const cn = call.getAuthContext?.().sslPeerCertificate?.subject?.CN;
-  return { metadata: call.metadata, certificateIdentity: typeof cn === 'string' && cn !== '' ? cn : null, peer: call.getPeer() };
-}
-
-/** The caller's credentials, forwarded with a call this node proxies to a queue's leader. */
-function forwardedMetadata(call: { metadata: Metadata }, sessionId: string | undefined): Metadata {
-  const metadata = new Metadata();
-  if (sessionId !== undefined) metadata.set(SESSION_METADATA, sessionId);
-  const authorization = call.metadata.get(AUTHORIZATION_METADATA)[0];
-  if (typeof authorization === 'string') metadata.set(AUTHORIZATION_METADATA, authorization);
-  return metadata;
+function credentialsOf(call: ServerSurfaceCall): CallCredentials {
+  return { metadata: call.metadata, certificateIdentity: clientCertificateIdentity(call), peer: call.getPeer() };
 }
 
 function metaError(reply: Extract<MetaReply, { ok: false }>): BrokerError {
@@ -147,12 +141,17 @@ function queueArgumentsFromWire(args: pb.QueueArguments.$Properties | null | und
 }
 
 export class BrokerApi {
+  /** Broker clients to other nodes' peer listeners, by node id. */
   private readonly clients = new Map<string, Client>();
   readonly access: AccessControl;
   readonly authenticator: ClientAuthenticator;
   private readonly users: UserAdmin;
 
-  constructor(private readonly node: BrokerNode) {
+  constructor(
+    private readonly node: BrokerNode,
+    /** How this node dials its peers (peer TLS, or plaintext), for proxied calls. */
+    private readonly peerCredentials: PeerCredentials,
+  ) {
     this.access = new AccessControl(() => node.meta.users);
     const audit = auditLogger(node.logger);
     this.authenticator = new ClientAuthenticator(node.config.requireAuthentication, () => node.meta.users, (failure) => {
@@ -175,7 +174,14 @@ export class BrokerApi {
    * may not have reached this one yet, so it first catches up with the metadata leader and,
    * if that applied anything, checks again.
    */
-  private async principalOf(call: { metadata: Metadata; getPeer(): string }): Promise<Principal> {
+  private async principalOf(call: ServerSurfaceCall): Promise<Principal> {
+    // A call another node proxied: that node authenticated its caller and says who it is.
+    if (viaPeer(call) !== null) {
+      const forwarded = forwardedPrincipal(call);
+      // A node that lets anonymous callers in (authentication off there) cannot vouch for them here.
+      if (forwarded.kind === 'anonymous' && this.node.config.requireAuthentication) throw unauthenticated(NO_CREDENTIALS);
+      return forwarded;
+    }
     const credentials = credentialsOf(call);
     const first = await this.authenticator.check(credentials);
     if ('kind' in first) return first;
@@ -222,19 +228,38 @@ export class BrokerApi {
     return unary(async (request: Req, call: ServerUnaryCall<Req, Res>) => handler(request, await this.principalOf(call), call));
   }
 
-  /** A Broker client to another node, for proxied calls. */
-  private clientFor(address: string): Client {
-    let client = this.clients.get(address);
+  /**
+   * A Broker client to node `leader`'s peer listener (its address in `peers`, with the peer
+   * credentials), for proxied calls; the peer listener serves them only to authenticated
+   * peers (proxyMetadata carries this node's peer credentials).
+   */
+  private clientFor(leader: string): Client {
+    let client = this.clients.get(leader);
     if (client === undefined) {
+      const address = this.node.config.peers.get(leader);
+      if (address === undefined || leader === this.node.nodeId) throw unavailable(Reason.NO_LEADER, `no peer address for node ${JSON.stringify(leader)}`);
       // What a leader answers holds at most max_message_bytes of body (its own limit may be
       // larger than this node's): no receive limit between nodes.
-      client = new BrokerClient(address, credentials.createInsecure(), {
+      client = new BrokerClient(address, this.peerCredentials.channel(leader), {
         'grpc.max_receive_message_length': -1,
         'grpc.max_send_message_length': -1,
+        ...this.peerCredentials.channelOptions(leader),
       });
-      this.clients.set(address, client);
+      this.clients.set(leader, client);
     }
     return client;
+  }
+
+  /**
+   * The metadata of a call proxied to another node for `call`: this node's peer credentials
+   * (its id, the cluster secret) and what the client sent that the leader needs (its session).
+   */
+  private proxyMetadata(call: ServerSurfaceCall | undefined, principal: Principal): Metadata {
+    const metadata = this.node.peerCallMetadata();
+    forwardPrincipal(metadata, principal);
+    const session = call === undefined ? undefined : sessionOf(call);
+    if (session !== undefined) metadata.set(SESSION_METADATA, session);
+    return metadata;
   }
 
   close(): void {
@@ -636,10 +661,11 @@ export class BrokerApi {
 
   private async startConsumer(call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>, subscribe: pb.Subscribe.$Properties): Promise<void> {
     const name = requireName(subscribe.queue, 'queue');
-    await this.require(await this.principalOf(call), 'read', queueResource(name));
+    const principal = await this.principalOf(call);
+    await this.require(principal, 'read', queueResource(name));
     const leader = await this.queueLeader(name);
     if (leader !== this.node.nodeId) {
-      this.proxyConsume(call, subscribe, leader);
+      this.proxyConsume(call, subscribe, leader, principal);
       return;
     }
     const local = this.node.queues.get(name);
@@ -722,15 +748,13 @@ export class BrokerApi {
     call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>,
     subscribe: pb.Subscribe.$Properties,
     leader: string,
+    principal: Principal,
   ): void {
-    const address = this.node.addressOf(leader);
-    if (address === null) throw unavailable(Reason.NO_LEADER, `the leader of queue ${JSON.stringify(subscribe.queue)} is unknown`);
-    const metadata = forwardedMetadata(call, sessionOf(call));
-    const upstream = this.clientFor(address).makeBidiStreamRequest(
+    const upstream = this.clientFor(leader).makeBidiStreamRequest(
       BrokerService.consume.path,
       BrokerService.consume.requestSerialize,
       BrokerService.consume.responseDeserialize,
-      metadata,
+      this.proxyMetadata(call, principal),
     ) as ClientDuplexStream<pb.ConsumeRequest.$Properties, pb.ConsumeResponse>;
     upstream.write({ subscribe });
     // Flow control end to end: while the client does not read, stop reading the leader (its
@@ -773,20 +797,20 @@ export class BrokerApi {
     method: { path: string; requestSerialize: (r: Req) => Buffer; responseDeserialize: (b: Buffer) => Res },
     request: Req,
     here: () => Promise<Res>,
-    /** Sent with the proxied call (forwardedMetadata). */
-    forward: Metadata,
+    call: ServerSurfaceCall | undefined,
+    /** Who the call is from (told to the leader: proxyMetadata). */
+    principal: Principal,
   ): Promise<Res> {
     const leader = await this.queueLeader(name);
     if (leader === this.node.nodeId) return here();
-    const address = this.node.addressOf(leader);
-    if (address === null) throw unavailable(Reason.NO_LEADER, `the leader of queue ${JSON.stringify(name)} is unknown`);
+    const client = this.clientFor(leader);
     return new Promise<Res>((resolve, reject) => {
-      this.clientFor(address).makeUnaryRequest(
+      client.makeUnaryRequest(
         method.path,
         method.requestSerialize,
         method.responseDeserialize,
         request,
-        forward,
+        this.proxyMetadata(call, principal),
         { deadline: this.node.env.now() + this.node.config.requestTimeoutMs },
         (error: ServiceError | null, response?: Res) => (error !== null || response === undefined ? reject(error) : resolve(response)),
       );
@@ -798,7 +822,7 @@ export class BrokerApi {
    * left (see whenSent): a response that could not be sent (the call was cancelled, its
    * deadline passed, the stream broke) returns the message to the queue instead of losing it.
    */
-  async get(request: pb.GetRequest, principal: Principal, call: { metadata: Metadata }, sessionId?: string): Promise<pb.GetResponse.$Properties> {
+  async get(request: pb.GetRequest, principal: Principal, sessionId?: string, call?: ServerSurfaceCall): Promise<pb.GetResponse.$Properties> {
     const name = requireName(request.queue, 'queue');
     await this.require(principal, 'read', queueResource(name));
     const manual: pb.GetRequest.$Properties = { queue: name, manualAck: true };
@@ -812,7 +836,7 @@ export class BrokerApi {
       const messageCount = queueCounts(local).ready;
       if (reply.type !== 'message') return { messageCount };
       return { delivery: deliveryOf(name, consumerId, reply.message, result.stored), messageCount };
-    }, forwardedMetadata(call, sessionId));
+    }, call, principal);
     const delivery = response.delivery;
     if (request.manualAck || delivery == null) return response;
     const holder = delivery.consumerTag ?? '';
@@ -847,7 +871,7 @@ export class BrokerApi {
   // ------------------------------------------------------------------------------------
   // Status
 
-  async queueStatus(request: pb.QueueStatusRequest, principal: Principal, call: { metadata: Metadata }): Promise<pb.QueueStatusResponse.$Properties> {
+  async queueStatus(request: pb.QueueStatusRequest, principal: Principal, call?: ServerSurfaceCall): Promise<pb.QueueStatusResponse.$Properties> {
     const name = requireName(request.name, 'name');
     await this.requireAny(principal, queueResource(name));
     return this.atLeader<pb.QueueStatusRequest.$Properties, pb.QueueStatusResponse.$Properties>(name, BrokerService.queueStatus, request, async () => {
@@ -858,7 +882,7 @@ export class BrokerApi {
       // include every publish confirmed before this request.
       await local.group.readIndex(this.node.env.now() + this.node.config.requestTimeoutMs);
       return this.localQueueStatus(name);
-    }, forwardedMetadata(call, undefined));
+    }, call, principal);
   }
 
   private localQueueStatus(name: string): pb.QueueStatusResponse.$Properties {
@@ -871,9 +895,10 @@ export class BrokerApi {
 
   /** Every authenticated user may ask; the queues listed are those it has a permission on. */
   async clusterStatus(principal: Principal): Promise<pb.ClusterStatusResponse.$Properties> {
-    const nodes = [...this.node.config.peers].map(([id, address]) => ({
+    // Client addresses (a peer's once it told it), never the peer listeners'.
+    const nodes = [...this.node.config.peers.keys()].map((id) => ({
       id,
-      address,
+      address: this.node.addressOf(id) ?? '',
       reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
       memoryAlarm: id === this.node.nodeId ? this.node.memoryAlarm : false,
@@ -949,8 +974,13 @@ export class BrokerApi {
     return moveId;
   }
 
-  implementation(): UntypedServiceImplementation {
-    return {
+  /**
+   * The Broker service's handlers. `viaPeer`: for the peer listener, where other nodes proxy
+   * their clients' calls: every handler serves only calls the listener authenticated and
+   * marked as coming from a peer (via-peer.ts; a handler reads `viaPeer(call)`).
+   */
+  implementation(options: { viaPeer?: boolean } = {}): UntypedServiceImplementation {
+    const handlers: UntypedServiceImplementation = {
       declareQueue: this.unaryAs((r: pb.DeclareQueueRequest, principal, call) => this.declareQueue(r, principal, sessionOf(call))),
       deleteQueue: this.unaryAs((r: pb.DeleteQueueRequest, principal, call) => this.deleteQueue(r, principal, sessionOf(call))),
       purgeQueue: this.unaryAs((r: pb.PurgeQueueRequest, principal, call) => this.purgeQueue(r, principal, sessionOf(call))),
@@ -961,7 +991,7 @@ export class BrokerApi {
       publish: this.unaryAs((r: pb.PublishRequest, principal) => this.publish(r, principal)),
       publishStream: (call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>) => this.publishStreamAs(call),
       consume: (call: ServerDuplexStream<pb.ConsumeRequest, pb.ConsumeResponse.$Properties>) => this.consume(call),
-      get: this.unaryAs((r: pb.GetRequest, principal, call) => this.get(r, principal, call, sessionOf(call))),
+      get: this.unaryAs((r: pb.GetRequest, principal, call) => this.get(r, principal, sessionOf(call), call)),
       settleGet: this.unaryAs((r: pb.SettleGetRequest, principal) => this.settleGet(r, principal)),
       move: (call: ServerWritableStream<pb.MoveRequest, pb.MoveProgress.$Properties>) => {
         this.move(call).then(
@@ -978,6 +1008,7 @@ export class BrokerApi {
       clearPermissions: this.unaryAs((r: pb.ClearPermissionsRequest, principal) => this.users.clearPermissions(r, principal)),
       whoAmI: this.unaryAs((_r: pb.WhoAmIRequest, principal) => this.users.whoAmI(principal)),
     };
+    return options.viaPeer === true ? onlyViaPeer(handlers) : handlers;
   }
 }
 

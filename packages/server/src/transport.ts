@@ -2,13 +2,15 @@
  * Node-to-node traffic. Raft messages of every group travel on one long-lived gRPC stream
  * per peer: everything queued for a peer during an event-loop turn leaves as one
  * RaftBatch. A broken stream drops what was queued (Raft retransmits) and reconnects with
- * a bounded back-off. Forwarded proposals use the unary Peer.Propose call. Every call
- * carries this node's id and the cluster secret (peer-auth.ts); the receiving side serves
- * only configured peers that present it, and steps only messages sent in their own name.
+ * a bounded back-off. Forwarded proposals use the unary Peer.Propose call. Every call goes
+ * to the peer's own listener (its address in `peers`), over mutual TLS when the cluster has
+ * it (tls-credentials.ts), and carries this node's id and the cluster secret when there is
+ * one (peer-auth.ts); the receiving side serves only configured peers that prove who they
+ * are, and steps only messages sent in their own name. A Raft stream also carries this
+ * node's client address, which the peer tells clients (BrokerNode.addressOf).
  */
 import {
   Metadata,
-  credentials,
   status as Status,
   makeGenericClientConstructor,
   type Client,
@@ -20,7 +22,9 @@ import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
 import type { Message, NodeId } from '@quorumq/raft';
 import type { Logger } from 'pino';
 
-import { PEER_NODE_ID_METADATA, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
+import { splitAddress } from './listener-config.js';
+import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
+import { PeerCredentials } from './tls-credentials.js';
 import { encodeRaftBatch, messageFromWire, raftBatchChunks, type GroupMessage } from './raft-codec.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 
@@ -76,6 +80,8 @@ interface PeerLink {
   forwardScheduled: boolean;
   /** Set once the peer refused this node's credentials, until a stream opens again. */
   refusedWarned: boolean;
+  /** Set once the address led to a node whose certificate names another, until a stream opens again. */
+  misdirectedWarned: boolean;
 }
 
 export class PeerTransport {
@@ -85,25 +91,38 @@ export class PeerTransport {
 
   /** The id and secret sent with every call (see peer-auth.ts). */
   private readonly metadata: Metadata;
+  /** The same, with this node's client address: the Raft stream's. */
+  private readonly streamMetadata: Metadata;
+  private readonly credentials: PeerCredentials;
 
   constructor(
     readonly selfId: NodeId,
     peers: ReadonlyMap<NodeId, string>,
-    /** The cluster secret (config.clusterSecret); a node without one has no peers to call. */
+    /** The cluster secret (config.clusterSecret); with neither it nor peer TLS a node has no peers to call. */
     secret: string | null,
     private readonly logger: Logger,
     /** Called for each batch sent, with its number of messages (metrics). */
     private readonly onBatch: (messages: number) => void = () => {},
+    channels: {
+      /** Peer TLS (none: plaintext). */
+      readonly credentials?: PeerCredentials;
+      /** This node's client address, told to every peer on the Raft stream. */
+      readonly clientAddress?: string;
+    } = {},
   ) {
-    if (secret === null && [...peers.keys()].some((id) => id !== selfId)) throw new Error('a node with peers needs a cluster secret');
-    this.metadata = secret === null ? new Metadata() : peerCallMetadata(selfId, secret);
+    this.credentials = channels.credentials ?? new PeerCredentials({ peerTls: null, tlsRefreshMs: 60_000 }, logger);
+    if (secret === null && !this.credentials.mutualTls && [...peers.keys()].some((id) => id !== selfId)) {
+      throw new Error('a node with peers needs a cluster secret or peer mutual TLS');
+    }
+    this.metadata = peerCallMetadata(selfId, secret);
+    this.streamMetadata = peerCallMetadata(selfId, secret, channels.clientAddress);
     for (const [id, address] of peers) {
       if (id === selfId) continue;
       this.links.set(id, {
         id,
         address,
-        raftClient: new RaftTransportClient(address, credentials.createInsecure(), CHANNEL_OPTIONS),
-        peerClient: new PeerClient(address, credentials.createInsecure(), CHANNEL_OPTIONS),
+        raftClient: this.raftClientOf(id, address),
+        peerClient: this.peerClientOf(id, address),
         stream: null,
         queued: [],
         reconnectAt: 0,
@@ -111,6 +130,7 @@ export class PeerTransport {
         forwards: [],
         forwardScheduled: false,
         refusedWarned: false,
+        misdirectedWarned: false,
       });
     }
   }
@@ -249,11 +269,19 @@ export class PeerTransport {
     }
   }
 
+  private raftClientOf(id: NodeId, address: string): Client {
+    return new RaftTransportClient(address, this.credentials.channel(id), { ...CHANNEL_OPTIONS, ...this.credentials.channelOptions(id) });
+  }
+
+  private peerClientOf(id: NodeId, address: string): Client {
+    return new PeerClient(address, this.credentials.channel(id), { ...CHANNEL_OPTIONS, ...this.credentials.channelOptions(id) });
+  }
+
   private renewClients(link: PeerLink): void {
     link.raftClient.close();
     link.peerClient.close();
-    link.raftClient = new RaftTransportClient(link.address, credentials.createInsecure(), CHANNEL_OPTIONS);
-    link.peerClient = new PeerClient(link.address, credentials.createInsecure(), CHANNEL_OPTIONS);
+    link.raftClient = this.raftClientOf(link.id, link.address);
+    link.peerClient = this.peerClientOf(link.id, link.address);
   }
 
   private streamOf(link: PeerLink): ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null {
@@ -265,13 +293,14 @@ export class PeerTransport {
       RaftTransportService.stream.path,
       encodeRaftBatch,
       RaftTransportService.stream.responseDeserialize,
-      this.metadata.clone(),
+      this.streamMetadata.clone(),
     ) as ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck>;
     link.stream = stream;
     stream.on('metadata', () => {
       if (!link.connected) this.logger.info({ peer: link.id, address: link.address }, 'peer stream open');
       link.connected = true;
       link.refusedWarned = false;
+      link.misdirectedWarned = false;
     });
     const broken = (reason: string): void => {
       if (link.stream !== stream) return;
@@ -286,8 +315,17 @@ export class PeerTransport {
         link.refusedWarned = true;
         this.logger.warn(
           { peer: link.id, address: link.address },
-          'the peer refused this node\'s cluster credentials: every node needs the same cluster secret and this node\'s id in its peers',
+          'the peer refused this node\'s cluster credentials: every node needs the same cluster secret (when there is one), a peer certificate naming it from the cluster CA (with peer TLS), and this node\'s id in its peers',
         );
+      }
+      if (error.code === Status.UNAVAILABLE && error.details.includes(`not node ${link.id}`)) {
+        // Peer TLS: the address led to a node whose certificate names another (as above, an
+        // address another container had): new channels resolve the name again.
+        if (!link.misdirectedWarned) {
+          link.misdirectedWarned = true;
+          this.logger.warn({ peer: link.id, address: link.address, reason: error.details }, 'peer address reached a node with another certificate; resolving it again');
+        }
+        if (link.stream === stream) this.renewClients(link);
       }
       if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(WRONG_NODE)) {
         // The address led to another node (a container restarted with another's old IP):
@@ -323,6 +361,8 @@ export interface RaftStreamOptions {
   readonly onBatch?: (peer: NodeId) => void;
   /** A batch for another node arrived (see below). */
   readonly onWrongNode?: (to: string, from: string) => void;
+  /** The authenticated `peer` told its client address (PEER_CLIENT_ADDRESS_METADATA) on its stream. */
+  readonly onClientAddress?: (peer: NodeId, address: string) => void;
   /** A stream or message was refused; `peer` is the authenticated peer, when there is one. */
   readonly onRefused?: (reason: RaftRefusal, peer: NodeId | null, claimedFrom: string) => void;
 }
@@ -340,13 +380,15 @@ export function raftStreamHandler(options: RaftStreamOptions) {
   const onRefused = options.onRefused ?? (() => {});
   const onBatch = options.onBatch ?? (() => {});
   return (call: ServerDuplexStream<pb.RaftBatch, pb.RaftBatchAck.$Properties>): void => {
-    const peer = authenticator.authenticate(call.metadata);
+    const peer = authenticator.authenticate(call);
     call.on('error', () => {});
     if (peer === null) {
-      onRefused('unauthenticated', null, String(call.metadata.get(PEER_NODE_ID_METADATA)[0] ?? '').slice(0, 64));
+      onRefused('unauthenticated', null, claimedNodeId(call));
       call.emit('error', unauthenticatedPeer());
       return;
     }
+    const clientAddress = call.metadata.get(PEER_CLIENT_ADDRESS_METADATA)[0];
+    if (typeof clientAddress === 'string' && clientAddress.length <= 255 && splitAddress(clientAddress) !== null) options.onClientAddress?.(peer, clientAddress);
     // Headers right away, so the peer knows the stream is open before any reply.
     call.sendMetadata(new Metadata());
     let refused = false;

@@ -43,7 +43,8 @@ export class TestCluster {
   }
 
   client(options: Partial<ConnectOptions> = {}): QuorumqClient {
-    const client = connect({ nodes: this.addresses, ...options });
+    const tls = this.local.clientTls;
+    const client = connect({ nodes: this.addresses, ...(tls === undefined ? {} : { tls }), ...options });
     this.clients.push(client);
     return client;
   }

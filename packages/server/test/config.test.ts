@@ -2,16 +2,22 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { makeClusterCertificates, type ClusterCertificates } from '@quorumq/cli';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { ConfigError, loadConfig } from '../src/config.js';
 
 const dirs: string[] = [];
+/** Removed after the file (the TLS tests share their certificates). */
+const lasting: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+afterAll(() => {
+  for (const dir of lasting.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
 
-const THREE = { nodeId: 'n1', peers: 'n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003' };
+const THREE = { nodeId: 'n1', peerListen: '127.0.0.1:8001', peers: 'n1=127.0.0.1:8001,n2=127.0.0.1:8002,n3=127.0.0.1:8003' };
 const SECRET = '0123456789abcdef0123';
 
 function tempFile(name: string, content: string): string {
@@ -103,5 +109,90 @@ describe('authentication settings (issue 17)', () => {
     expect(() => loadConfig(null, { QUORUMQ_ADMIN_USER: 'admin', QUORUMQ_ADMIN_PASSWORD: 'short' }, { nodeId: 'n1' })).toThrow(/at least 12/);
     expect(() => loadConfig(null, { QUORUMQ_ADMIN_PASSWORD: 'long-enough-password' }, { nodeId: 'n1' })).toThrow(/without adminUser/);
     expect(() => loadConfig(null, { QUORUMQ_ADMIN_USER: 'a:b', QUORUMQ_ADMIN_PASSWORD: 'long-enough-password' }, { nodeId: 'n1' })).toThrow(/adminUser: .*":"/);
+  });
+});
+
+describe('the listeners (issue 17)', () => {
+  const secret = { clusterSecret: SECRET };
+
+  it('a node with peers needs a peer listener on another address than the client one', () => {
+    const config = loadConfig(null, {}, { ...THREE, ...secret, listen: '127.0.0.1:7001' });
+    expect([config.listen, config.advertise, config.peerListen, config.peerAdvertise]).toEqual(['127.0.0.1:7001', '127.0.0.1:7001', '127.0.0.1:8001', '127.0.0.1:8001']);
+    expect(() => loadConfig(null, {}, { ...THREE, ...secret, peerListen: undefined })).toThrow(/no peer listener: set peerListen \(QUORUMQ_PEER_LISTEN\)/);
+    expect(() => loadConfig(null, {}, { ...THREE, ...secret, listen: '127.0.0.1:8001' })).toThrow(/peerListen \(127.0.0.1:8001\) and listen \(127.0.0.1:8001\) are the same address/);
+    expect(() => loadConfig(null, {}, { ...THREE, ...secret, listen: '0.0.0.0:8001', advertise: 'n1:7001' })).toThrow(/are the same address/);
+    expect(() => loadConfig(null, {}, { ...THREE, ...secret, peerAdvertise: '127.0.0.1:9999' })).toThrow(/peerAdvertise .* must be the same address/);
+  });
+
+  it('refuses a configuration from before the peer listener (peers naming the client port), saying what to set', () => {
+    const old = { nodeId: 'n1', listen: '127.0.0.1:7001', peers: 'n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003', ...secret };
+    expect(() => loadConfig(null, {}, old)).toThrow(ConfigError);
+    expect(() => loadConfig(null, {}, old)).toThrow(/peers.n1 \(127.0.0.1:7001\) is this node's client address.*set peerListen \(QUORUMQ_PEER_LISTEN\)/);
+    // The compose file's old form: bound on every interface, advertised by name.
+    const compose = { nodeId: 'n1', listen: '0.0.0.0:7001', peerListen: '0.0.0.0:7101', advertise: 'n1:7001', peers: 'n1=n1:7001,n2=n2:7001,n3=n3:7001', ...secret };
+    expect(() => loadConfig(null, {}, compose)).toThrow(/peers.n1 \(n1:7001\) is this node's client address/);
+    expect(loadConfig(null, {}, { ...compose, peers: 'n1=n1:7101,n2=n2:7101,n3=n3:7101' }).peerAdvertise).toBe('n1:7101');
+  });
+
+  it('a single node may run without a peer listener, its own address in peers being its client one', () => {
+    const config = loadConfig(null, {}, { nodeId: 'n1', listen: '127.0.0.1:7001' });
+    expect([config.peerListen, config.peerAdvertise, config.peers.get('n1')]).toEqual([null, null, '127.0.0.1:7001']);
+    expect(loadConfig(null, {}, { nodeId: 'n1', peers: 'n1=127.0.0.1:7001' }).peerListen).toBeNull();
+  });
+
+  it('refuses an address that is no host:port', () => {
+    expect(() => loadConfig(null, {}, { ...THREE, ...secret, peerListen: 'localhost' })).toThrow(/peerListen: expected host:port/);
+  });
+});
+
+describe('TLS options (issue 17)', () => {
+  let certs: ClusterCertificates;
+  let other: ClusterCertificates;
+  beforeAll(() => {
+    const dir = mkdtempSync(join(tmpdir(), 'quorumq-config-tls-'));
+    lasting.push(dir);
+    certs = makeClusterCertificates(join(dir, 'a'), ['n1', 'n2', 'n3']);
+    other = makeClusterCertificates(join(dir, 'b'), ['n1']);
+  });
+  const n1 = () => certs.nodes.get('n1')!;
+  const peerTls = () => ({ peerTlsCertFile: n1().cert, peerTlsKeyFile: n1().key, peerTlsCaFile: certs.ca.cert });
+
+  it('client TLS: certificate and key, client certificates none, optional or required against a CA', () => {
+    expect(loadConfig(null, {}, { nodeId: 'n1' }).tls).toBeNull();
+    const env = { QUORUMQ_TLS_CERT_FILE: n1().cert, QUORUMQ_TLS_KEY_FILE: n1().key };
+    expect(loadConfig(null, env, { nodeId: 'n1' }).tls).toEqual({ certFile: n1().cert, keyFile: n1().key, caFile: null, clientCerts: 'none' });
+    expect(loadConfig(null, { ...env, QUORUMQ_TLS_CA_FILE: certs.ca.cert, QUORUMQ_TLS_CLIENT_CERTS: 'required' }, { nodeId: 'n1' }).tls?.clientCerts).toBe('required');
+    expect(loadConfig(null, { ...env, QUORUMQ_TLS_REFRESH_MS: '250' }, { nodeId: 'n1' }).tlsRefreshMs).toBe(250);
+    expect(loadConfig(null, {}, { nodeId: 'n1' }).tlsRefreshMs).toBe(60_000);
+  });
+
+  it('client TLS: refuses half a configuration, a key of another certificate, unreadable files, an unknown mode', () => {
+    const one = { nodeId: 'n1' };
+    expect(() => loadConfig(null, { QUORUMQ_TLS_CERT_FILE: n1().cert }, one)).toThrow(/needs both tlsCertFile and tlsKeyFile/);
+    expect(() => loadConfig(null, { QUORUMQ_TLS_CERT_FILE: n1().cert, QUORUMQ_TLS_KEY_FILE: other.nodes.get('n1')!.key }, one)).toThrow(/tlsKeyFile: the key in .* does not belong to the certificate/);
+    expect(() => loadConfig(null, { QUORUMQ_TLS_CERT_FILE: '/nonexistent/cert.pem', QUORUMQ_TLS_KEY_FILE: n1().key }, one)).toThrow(/tlsCertFile: cannot read/);
+    expect(() => loadConfig(null, { QUORUMQ_TLS_CERT_FILE: n1().key, QUORUMQ_TLS_KEY_FILE: n1().key }, one)).toThrow(/tlsCertFile: .* holds no PEM certificate/);
+    const both = { QUORUMQ_TLS_CERT_FILE: n1().cert, QUORUMQ_TLS_KEY_FILE: n1().key };
+    expect(() => loadConfig(null, { ...both, QUORUMQ_TLS_CLIENT_CERTS: 'required' }, one)).toThrow(/tlsClientCerts required needs tlsCaFile/);
+    expect(() => loadConfig(null, { ...both, QUORUMQ_TLS_CA_FILE: certs.ca.cert }, one)).toThrow(/set tlsClientCerts to optional or required/);
+    expect(() => loadConfig(null, { ...both, QUORUMQ_TLS_CLIENT_CERTS: 'sometimes' }, one)).toThrow(/tlsClientCerts: expected one of none, optional, required/);
+    expect(() => loadConfig(null, { QUORUMQ_TLS_CA_FILE: certs.ca.cert }, one)).toThrow(/need TLS on the client listener/);
+  });
+
+  it('peer mutual TLS makes the cluster secret optional (still used when set); with neither, a node with peers does not start', () => {
+    const config = loadConfig(null, {}, { ...THREE, ...peerTls() });
+    expect(config.clusterSecret).toBeNull();
+    expect(config.peerTls).toEqual({ certFile: n1().cert, keyFile: n1().key, caFile: certs.ca.cert });
+    expect(loadConfig(null, {}, { ...THREE, ...peerTls(), clusterSecret: SECRET }).clusterSecret).toBe(SECRET);
+    expect(() => loadConfig(null, {}, THREE)).toThrow(/cluster secret is required.*or with mutual TLS between the nodes/);
+  });
+
+  it('peer mutual TLS: all three files, a certificate naming this node, and a peer listener', () => {
+    expect(() => loadConfig(null, {}, { ...THREE, peerTlsCertFile: n1().cert, peerTlsKeyFile: n1().key })).toThrow(/needs all three of peerTlsCertFile, peerTlsKeyFile and peerTlsCaFile/);
+    const n2 = certs.nodes.get('n2')!;
+    expect(() => loadConfig(null, {}, { ...THREE, peerTlsCertFile: n2.cert, peerTlsKeyFile: n2.key, peerTlsCaFile: certs.ca.cert })).toThrow(
+      /peerTlsCertFile: the certificate in .* names n2, n2, localhost, not this node \(n1\)/,
+    );
+    expect(() => loadConfig(null, {}, { nodeId: 'n1', ...peerTls() })).toThrow(/there is no peer listener: set peerListen/);
   });
 });

@@ -1,20 +1,21 @@
 /**
- * Issue 12 item 4: the peer services are not callable by clients. A client on the shared
- * port can neither propose through Peer/ProposeBatch (before: an unknown metadata command
+ * Issue 12 item 4 and issue 17: the peer services are not callable by clients. They are
+ * served only on the peer listener (on the client port they do not exist: UNIMPLEMENTED),
+ * and there only to authenticated peers: a client there can neither propose through Peer/ProposeBatch (before: an unknown metadata command
  * made every node exit, for good, and any queue could be deleted) nor step Raft messages
  * through RaftTransport/Stream (before: a forged term of 10^12 moved every group's term).
  * An authenticated peer cannot send in another node's name, nor into a group it is no
  * replica of, and its malformed proposals are refused before they reach the log.
  */
 import { Metadata, credentials, makeGenericClientConstructor, type Client, type ServiceError } from '@grpc/grpc-js';
-import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
+import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
 import type { Message } from '@quorumq/raft';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { encodeJson } from '../src/json-codec.js';
 import { encodeRaftBatch, type GroupMessage } from '../src/raft-codec.js';
-import { TestCluster } from './cluster.js';
+import { TestCluster, waitFor } from './cluster.js';
 
 import pb = quorumq.v1;
 
@@ -75,6 +76,63 @@ async function raftStream(address: string, messages: readonly GroupMessage[], me
 }
 
 const nodeIndex = (id: string): number => cluster.nodes.findIndex((n) => n.id === id);
+const peerAddresses = (): string[] => cluster.nodes.map((n) => n.peerAddress);
+
+function clusterStatus(address: string, metadata = new Metadata()): Promise<pb.ClusterStatusResponse> {
+  const BrokerClient = makeGenericClientConstructor(BrokerService, 'Broker');
+  const client = new BrokerClient(address, credentials.createInsecure());
+  grpcClients.push(client);
+  return new Promise((resolve, reject) => {
+    client.makeUnaryRequest(
+      BrokerService.clusterStatus.path,
+      BrokerService.clusterStatus.requestSerialize,
+      BrokerService.clusterStatus.responseDeserialize,
+      {},
+      metadata,
+      { deadline: Date.now() + 10_000 },
+      (error: ServiceError | null, response?: pb.ClusterStatusResponse) => (error !== null ? reject(error) : resolve(response as pb.ClusterStatusResponse)),
+    );
+  });
+}
+
+describe('listeners', () => {
+  it('the client port serves no peer service (UNIMPLEMENTED), whatever the credentials', async () => {
+    for (const node of cluster.nodes) {
+      for (const metadata of [new Metadata(), credentialsOf(otherThan(node.id), secret)]) {
+        const propose = await proposeBatch(node.address, [{ groupId: 'meta', command: encodeJson({ type: 'deleteQueue', name: 'x', reason: 'delete' }) }], metadata).then(
+          () => null,
+          (e: ServiceError) => e,
+        );
+        expect(propose?.code).toBe(12); // UNIMPLEMENTED
+        expect(await raftStream(node.address, forgedTerm(otherThan(node.id), node.id, 'x'), metadata)).toMatch(/^12: /);
+      }
+    }
+    expect(cluster.local.unexpectedExits).toEqual([]);
+  });
+
+  it('the peer port serves the peer services and the Broker service to peers with credentials only', async () => {
+    const node = cluster.nodes[0]!;
+    const peer = otherThan(node.id);
+    // A peer's forwarded proposal is answered (by the leader, or with where the leader is).
+    const response = await proposeBatch(node.peerAddress, [{ groupId: 'meta', command: Buffer.from('{"type":"wipeEverything"}') }], credentialsOf(peer, secret));
+    expect(response.results).toHaveLength(1);
+    // The Broker calls other nodes proxy: with the peer's credentials only.
+    const status = await clusterStatus(node.peerAddress, credentialsOf(peer, secret));
+    expect(status.node).toBe(node.id);
+    // The addresses it tells are the client addresses, never the peer ports.
+    await waitFor(async () => (await clusterStatus(node.address)).nodes.every((n) => n.address !== ''));
+    expect((await clusterStatus(node.address)).nodes.map((n) => n.address).sort()).toEqual([...cluster.addresses].sort());
+    const before = await metric(node.id, 'quorumq_peer_calls_refused_total{call="broker"}');
+    for (const metadata of [new Metadata(), credentialsOf(peer, 'wrong-secret-wrong-secret'), credentialsOf(node.id, secret), credentialsOf('client', secret)]) {
+      const error = await clusterStatus(node.peerAddress, metadata).then(
+        () => null,
+        (e: ServiceError) => e,
+      );
+      expect(error?.code).toBe(16); // UNAUTHENTICATED
+    }
+    expect(await metric(node.id, 'quorumq_peer_calls_refused_total{call="broker"}')).toBe(before + 4);
+  });
+});
 const otherThan = (id: string): string => cluster.nodes.find((n) => n.id !== id)?.id ?? '';
 
 async function metric(id: string, name: string): Promise<number> {
@@ -99,7 +157,7 @@ async function terms(names: readonly string[]): Promise<number[]> {
 /** Terms as elections move them (a leader hand-off, say), nowhere near the forged 10^12. */
 const unforged = (values: readonly number[]): boolean => values.every((term) => term >= 1 && term < 1000);
 
-describe('peer services on the client port', () => {
+describe('peer services on the peer port', () => {
   it('Peer/ProposeBatch without the cluster secret is UNAUTHENTICATED, and proposes nothing', async () => {
     const client = cluster.client();
     await client.declareQueue('precious');
@@ -109,7 +167,7 @@ describe('peer services on the client port', () => {
       { groupId: 'meta', command: encodeJson({ type: 'deleteQueue', name: 'precious', reason: 'delete' }) },
     ];
     const refusals: string[] = [];
-    for (const address of cluster.addresses) {
+    for (const address of peerAddresses()) {
       for (const metadata of [new Metadata(), credentialsOf('n2', 'wrong-secret-wrong-secret'), credentialsOf('n9', 'wrong-secret-wrong-secret'), credentialsOf('n9', secret)]) {
         const error = await proposeBatch(address, items, metadata).then(
           () => null,
@@ -131,7 +189,7 @@ describe('peer services on the client port', () => {
   it('an authenticated peer\'s unknown metadata command is refused INVALID_ARGUMENT; no node exits', async () => {
     const results: pb.ProposeResult.$Properties[] = [];
     for (const node of cluster.nodes) {
-      const response = await proposeBatch(node.address, [{ groupId: 'meta', command: Buffer.from('{"type":"wipeEverything"}') }], credentialsOf(otherThan(node.id), secret));
+      const response = await proposeBatch(node.peerAddress, [{ groupId: 'meta', command: Buffer.from('{"type":"wipeEverything"}') }], credentialsOf(otherThan(node.id), secret));
       results.push(...response.results);
     }
     // The leader refuses it (3 = INVALID_ARGUMENT); the others say they do not lead.
@@ -152,7 +210,7 @@ describe('peer services on the client port', () => {
       const from = otherThan(node.id);
       for (const metadata of [new Metadata(), credentialsOf(from, 'wrong-secret-wrong-secret')]) {
         for (const queue of ['precious', 'steady']) {
-          expect(await raftStream(node.address, forgedTerm(from, node.id, queue), metadata)).toMatch(/^16: .*cluster credentials/);
+          expect(await raftStream(node.peerAddress, forgedTerm(from, node.id, queue), metadata)).toMatch(/^16: .*cluster credentials/);
         }
       }
     }
@@ -170,7 +228,7 @@ describe('peer services on the client port', () => {
     expect(unforged(await terms(['precious', 'pair']))).toBe(true);
     // As the outsider, with the secret: into the pair's group (it is no member of), and in a member's name.
     const asOutsider = credentialsOf(outsider, secret);
-    const target = cluster.nodes[nodeIndex(member)]?.address ?? '';
+    const target = cluster.nodes[nodeIndex(member)]?.peerAddress ?? '';
     // (The outsider replicates the metadata group: it may send there, it is a peer.)
     expect(await raftStream(target, forgedTerm(outsider, member, 'pair', false), asOutsider)).toBe('open');
     expect(await raftStream(target, forgedTerm(members[1] ?? '', member, 'precious'), asOutsider)).toBe('open');

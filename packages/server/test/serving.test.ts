@@ -20,11 +20,12 @@ afterEach(async () => {
 
 it('a node that waited longer than its wait for a metadata leader serves once a majority is up', async () => {
   const ports = [await freePort(), await freePort(), await freePort()];
-  const peers = ports.map((port, i) => `n${i + 1}=127.0.0.1:${port}`).join(',');
+  const peerPorts = [await freePort(), await freePort(), await freePort()];
+  const peers = peerPorts.map((port, i) => `n${i + 1}=127.0.0.1:${port}`).join(',');
   const start = async (i: number): Promise<RunningNode> => {
     const dataDir = mkdtempSync(join(tmpdir(), 'quorumq-serving-'));
     cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-    const config = loadConfig(null, {}, { nodeId: `n${i + 1}`, listen: `127.0.0.1:${ports[i]}`, peers, clusterSecret: 'serving-test-secret-0123456789', dataDir, logLevel: 'silent' });
+    const config = loadConfig(null, {}, { nodeId: `n${i + 1}`, listen: `127.0.0.1:${ports[i]}`, peerListen: `127.0.0.1:${peerPorts[i]}`, peers, clusterSecret: 'serving-test-secret-0123456789', dataDir, logLevel: 'silent' });
     const running = await startNode(config, { logger: pino({ level: 'silent' }), onFatal: () => {}, servingWaitLogMs: 200 });
     cleanups.push(() => running.stop());
     return running;

@@ -6,7 +6,9 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import type { GroupMessage } from '../src/raft-codec.js';
-import { PeerAuthenticator } from '../src/peer-auth.js';
+import type { PeerCertificate } from 'node:tls';
+
+import { PeerAuthenticator, type PeerCall } from '../src/peer-auth.js';
 import { PeerTransport, raftStreamHandler, type RaftRefusal } from '../src/transport.js';
 
 const closers: Array<() => void> = [];
@@ -161,11 +163,15 @@ describe('peer streams', () => {
   });
 });
 
+/** A verified peer certificate as grpc-js hands it over (only the parts the checks read). */
+const certificate = (cn: string | null, dnsNames: string[] = []): PeerCertificate =>
+  ({ raw: Buffer.from('der'), subject: cn === null ? {} : { CN: cn }, subjectaltname: dnsNames.map((n) => `DNS:${n}`).concat('IP Address:127.0.0.1').join(', ') }) as unknown as PeerCertificate;
+
 describe('peer authentication', () => {
-  const metadata = (entries: Record<string, string | string[]>): Metadata => {
+  const metadata = (entries: Record<string, string | string[]>, cert?: PeerCertificate): PeerCall => {
     const m = new Metadata();
     for (const [key, value] of Object.entries(entries)) for (const v of [value].flat()) m.add(key, v);
-    return m;
+    return { metadata: m, getAuthContext: () => (cert === undefined ? {} : { transportSecurityType: 'ssl', sslPeerCertificate: cert }) };
   };
   const auth = new PeerAuthenticator('n1', PEERS, SECRET);
 
@@ -181,6 +187,26 @@ describe('peer authentication', () => {
     expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n9', 'quorumq-cluster-secret': SECRET }))).toBeNull();
     expect(auth.authenticate(metadata({ 'quorumq-node-id': 'n1', 'quorumq-cluster-secret': SECRET }))).toBeNull();
     expect(auth.authenticate(metadata({ 'quorumq-cluster-secret': SECRET }))).toBeNull();
+  });
+
+  it('with mutual TLS: the verified certificate must name the node the call claims to be, a peer other than this node', () => {
+    const tls = new PeerAuthenticator('n1', PEERS, null, true);
+    expect(tls.authenticate(metadata({ 'quorumq-node-id': 'n2' }, certificate('n2', ['n2', 'localhost'])))).toBe('n2');
+    // A DNS name is enough; so is the CN alone.
+    expect(tls.authenticate(metadata({ 'quorumq-node-id': 'n3' }, certificate('node three', ['n3'])))).toBe('n3');
+    expect(tls.authenticate(metadata({ 'quorumq-node-id': 'n3' }, certificate('n3')))).toBe('n3');
+    // No certificate (or one the handshake did not verify: grpc-js then gives none).
+    expect(tls.authenticate(metadata({ 'quorumq-node-id': 'n2' }))).toBeNull();
+    // A certificate for another node, or for a name that is no node, or one this node has.
+    expect(tls.authenticate(metadata({ 'quorumq-node-id': 'n2' }, certificate('n3', ['n3'])))).toBeNull();
+    expect(tls.authenticate(metadata({ 'quorumq-node-id': 'client' }, certificate('client')))).toBeNull();
+    expect(tls.authenticate(metadata({ 'quorumq-node-id': 'n1' }, certificate('n1', ['n1'])))).toBeNull();
+    expect(tls.authenticate(metadata({}, certificate('n2', ['n2'])))).toBeNull();
+    // With a secret as well, both are checked.
+    const both = new PeerAuthenticator('n1', PEERS, SECRET, true);
+    expect(both.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': SECRET }, certificate('n2')))).toBe('n2');
+    expect(both.authenticate(metadata({ 'quorumq-node-id': 'n2' }, certificate('n2')))).toBeNull();
+    expect(both.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': SECRET }))).toBeNull();
   });
 
   it('a node without a secret (a single node) refuses every peer call', () => {

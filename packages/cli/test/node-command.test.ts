@@ -1,0 +1,37 @@
+/**
+ * `quorumq node` refuses a configuration it cannot run safely before it starts anything:
+ * exit 2 with a message saying what to set (issue 17: the peer listener).
+ */
+import { CLI_MAIN } from '@quorumq/cli';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+
+const dir = mkdtempSync(join(tmpdir(), 'quorumq-node-command-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function node(env: Record<string, string>): { status: number | null; stderr: string } {
+  const result = spawnSync(process.execPath, [CLI_MAIN, 'node'], {
+    env: { PATH: process.env.PATH ?? '', QUORUMQ_DATA_DIR: dir, QUORUMQ_LOG_LEVEL: 'fatal', QUORUMQ_CLUSTER_SECRET: '0123456789abcdef0123', ...env },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  return { status: result.status, stderr: result.stderr };
+}
+
+it('exits 2 on a configuration from before the peer listener (peers naming the client port), saying what to set', () => {
+  const old = node({ QUORUMQ_NODE_ID: 'n1', QUORUMQ_LISTEN: '127.0.0.1:7001', QUORUMQ_PEERS: 'n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003' });
+  expect(old.status).toBe(2);
+  expect(old.stderr).toMatch(/^quorumq: peers.n1 \(127.0.0.1:7001\) is this node's client address .*set peerListen \(QUORUMQ_PEER_LISTEN\)/);
+});
+
+it('exits 2 when the peer listener is the client listener, or missing on a node with peers', () => {
+  const same = node({ QUORUMQ_NODE_ID: 'n1', QUORUMQ_LISTEN: '127.0.0.1:7001', QUORUMQ_PEER_LISTEN: '127.0.0.1:7001', QUORUMQ_PEERS: 'n1=127.0.0.1:8001,n2=127.0.0.1:8002' });
+  expect(same.status).toBe(2);
+  expect(same.stderr).toMatch(/peerListen \(127.0.0.1:7001\) and listen \(127.0.0.1:7001\) are the same address/);
+  const missing = node({ QUORUMQ_NODE_ID: 'n1', QUORUMQ_LISTEN: '127.0.0.1:7001', QUORUMQ_PEERS: 'n1=127.0.0.1:8001,n2=127.0.0.1:8002' });
+  expect(missing.status).toBe(2);
+  expect(missing.stderr).toMatch(/no peer listener: set peerListen/);
+});
