@@ -18,7 +18,9 @@
 #
 # An existing CA is kept (its certificates stay valid); certificates missing for a node or
 # the client are made with it. Remove DIR to start over. Environment: CERT_DAYS (825),
-# CA_DAYS (3650), CA_SUBJECT ("quorumq cluster CA").
+# CA_DAYS (3650), CA_SUBJECT ("quorumq cluster CA"), EXTRA_SANS (more subject alternative
+# names for every node certificate, e.g. "DNS:broker.example,DNS:*.quorumq-headless": the
+# names clients reach the nodes by).
 set -euo pipefail
 
 dir="${1:-cluster/certs}"
@@ -59,7 +61,7 @@ leaf() {
 }
 
 for node in "${nodes[@]}"; do
-  leaf "$dir/$node" node "$node" "DNS:$node,DNS:localhost,IP:127.0.0.1"
+  leaf "$dir/$node" node "$node" "DNS:$node,DNS:localhost,IP:127.0.0.1${EXTRA_SANS:+,$EXTRA_SANS}"
   cp "$dir/ca/ca.crt" "$dir/$node/ca.crt"
   chmod 0755 "$dir/$node"
   chmod 0644 "$dir/$node/ca.crt" "$dir/$node/node.crt"
