@@ -73,3 +73,14 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000)
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** What an SDK call was refused with (code, reason, message), or null when it succeeded. */
+export async function refusal(promise: Promise<unknown>): Promise<{ code: string; reason: string; message: string } | null> {
+  try {
+    await promise;
+    return null;
+  } catch (error) {
+    const e = error as { code: string; reason: string; message: string };
+    return { code: e.code, reason: e.reason, message: e.message };
+  }
+}

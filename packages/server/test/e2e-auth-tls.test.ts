@@ -6,14 +6,14 @@
  */
 import { Metadata, credentials, makeGenericClientConstructor, type Client, type ServiceError } from '@grpc/grpc-js';
 import { makeCertificate, type ClusterCertificates } from '@quorumq/cli';
-import type { QuorumqClient, QuorumqError } from '@quorumq/client';
+import type { QuorumqClient } from '@quorumq/client';
 import { BrokerService } from '@quorumq/proto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { TestCluster, waitFor } from './cluster.js';
+import { TestCluster, refusal, waitFor } from './cluster.js';
 
 const ADMIN = { username: 'root', password: 'first-admin-password-123' };
 let cluster: TestCluster;
@@ -23,16 +23,6 @@ let admin: QuorumqClient;
 let leader: number;
 let follower: number;
 const grpcClients: Client[] = [];
-
-async function refusal(promise: Promise<unknown>): Promise<{ code: string; reason: string; message: string } | null> {
-  try {
-    await promise;
-    return null;
-  } catch (error) {
-    const e = error as QuorumqError;
-    return { code: e.code, reason: e.reason, message: e.message };
-  }
-}
 
 /** A client of node `node` only, presenting a certificate whose CN is `user`. */
 function certificateClient(node: number, user: string): QuorumqClient {

@@ -3,10 +3,10 @@
  * that requires authentication, with a first administrator from the environment. Users and
  * permissions are changed through one node and enforced by every node at once.
  */
-import type { QuorumqClient, QuorumqError } from '@quorumq/client';
+import type { QuorumqClient } from '@quorumq/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { TestCluster, waitFor } from './cluster.js';
+import { TestCluster, refusal, waitFor } from './cluster.js';
 
 const ADMIN = { username: 'root', password: 'first-admin-password-123' };
 let cluster: TestCluster;
@@ -15,16 +15,6 @@ let admin: QuorumqClient;
 /** A client of one node only (no failover to another), as `user`. */
 function clientOf(node: number, auth?: { username: string; password: string }): QuorumqClient {
   return cluster.client({ nodes: [cluster.addresses[node]!], ...(auth === undefined ? {} : { auth }), failoverTimeoutMs: 3_000 });
-}
-
-async function refusal(promise: Promise<unknown>): Promise<{ code: string; reason: string; message: string } | null> {
-  try {
-    await promise;
-    return null;
-  } catch (error) {
-    const e = error as QuorumqError;
-    return { code: e.code, reason: e.reason, message: e.message };
-  }
 }
 
 beforeAll(async () => {
