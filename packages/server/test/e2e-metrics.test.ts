@@ -4,7 +4,9 @@
  * deleted queue's series go; a known workload's per-queue and Raft series on the leader; the
  * follower lag the leader sees while a follower is down.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 
 import { TestCluster } from './cluster.js';
 
@@ -152,6 +154,93 @@ it('a known workload: the leader reports the per-queue counts and counters and t
       if (id !== leader) expect([...values.keys()].some((key) => key.includes('"work"'))).toBe(false);
     }
   }, settled);
+});
+
+/** The shipped dashboard and alerting rules (cluster/grafana, cluster/prometheus). */
+const repoFile = (path: string): string => readFileSync(new URL(`../../../${path}`, import.meta.url), 'utf8');
+
+/** Every PromQL expression in the Grafana dashboard: its panels' targets and its variables' queries. */
+function dashboardExpressions(): string[] {
+  const dashboard = JSON.parse(repoFile('cluster/grafana/quorumq-dashboard.json')) as {
+    panels: Array<{ type: string; targets?: Array<{ expr: string }> }>;
+    templating: { list: Array<{ type: string; query: unknown }> };
+  };
+  const exprs = dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => target.expr));
+  for (const variable of dashboard.templating.list) {
+    if (variable.type === 'query') exprs.push((variable.query as { query: string }).query);
+  }
+  return exprs;
+}
+
+interface AlertRule {
+  alert: string;
+  expr: string;
+  for?: string;
+  labels: { severity: string };
+  annotations: { summary: string };
+}
+
+function alertRules(): AlertRule[] {
+  const file = parseYaml(repoFile('cluster/prometheus/alerts.yml')) as { groups: Array<{ name: string; rules: AlertRule[] }> };
+  return file.groups.flatMap((group) => group.rules);
+}
+
+/** The quorumq_*, process_* and nodejs_* names an expression uses, with the label names of its selectors (job and instance are Prometheus's). */
+function namesIn(expr: string): Array<{ name: string; labels: string[] }> {
+  const used: Array<{ name: string; labels: string[] }> = [];
+  for (const match of expr.matchAll(/\b((?:quorumq|process|nodejs)_[a-zA-Z0-9_]*)(\{[^}]*\})?/g)) {
+    const labels = [...(match[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)/g)].map((m) => m[1]!).filter((l) => l !== 'job' && l !== 'instance');
+    used.push({ name: match[1]!, labels });
+  }
+  return used;
+}
+
+it('every metric the Grafana dashboard and the alerting rules use is served by a node, with the labels they select on', async () => {
+  const client = cluster.client();
+  const text = await scrape(await cluster.leaderOf('work', client));
+  // Names: declared families (a labelled counter not yet counted has no sample, only its
+  // HELP and TYPE), with a histogram's series; label names: from the samples.
+  const known = new Set<string>();
+  for (const [, name, type] of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+    known.add(name!);
+    if (type === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) known.add(name! + suffix);
+  }
+  const labelsOf = new Map<string, Set<string>>();
+  for (const [, name, labels] of text.matchAll(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+$/gm)) {
+    const set = labelsOf.get(name!) ?? new Set<string>();
+    for (const [, label] of (labels ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="/g)) set.add(label!);
+    labelsOf.set(name!, set);
+  }
+
+  const rules = alertRules();
+  expect(rules.map((rule) => rule.alert)).toEqual(
+    expect.arrayContaining(['QuorumqNodeDown', 'QuorumqNoQuorum', 'QuorumqNoMetadataLeader', 'QuorumqFollowerLagging', 'QuorumqDiskAlarm', 'QuorumqMemoryAlarm']),
+  );
+  for (const rule of rules) {
+    expect(typeof rule.expr, rule.alert).toBe('string');
+    expect(['critical', 'warning'], rule.alert).toContain(rule.labels.severity);
+    expect(rule.annotations.summary, rule.alert).not.toBe('');
+  }
+  const sources = [...dashboardExpressions().map((expr) => ({ from: 'dashboard', expr })), ...rules.map((rule) => ({ from: rule.alert, expr: rule.expr }))];
+  const checked = new Set<string>();
+  for (const { from, expr } of sources) {
+    for (const { name, labels } of namesIn(expr)) {
+      expect(known, `${from}: ${name} in ${expr}`).toContain(name);
+      checked.add(name);
+      const served = labelsOf.get(name);
+      // A family with samples here: each label selected on is one of its labels.
+      if (served !== undefined) for (const label of labels) expect(served, `${from}: ${name}{${label}} in ${expr}`).toContain(label);
+    }
+  }
+  // The check covered all three kinds of names, and the new series.
+  for (const name of ['quorumq_queue_enqueued_total', 'quorumq_raft_follower_lag', 'quorumq_raft_leader', 'quorumq_disk_free_bytes', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_p99_seconds']) {
+    expect(checked).toContain(name);
+  }
+
+  // The example scrape configuration names the job the rules and the dashboard select, and loads the rules.
+  const prometheus = parseYaml(repoFile('cluster/prometheus/prometheus.yml')) as { rule_files: string[]; scrape_configs: Array<{ job_name: string }> };
+  expect(prometheus.rule_files).toContain('alerts.yml');
+  expect(prometheus.scrape_configs.map((c) => c.job_name)).toContain('quorumq');
 });
 
 it("the leader's follower lag grows with the entries a stopped follower misses, and returns to 0 once it is back", async () => {
