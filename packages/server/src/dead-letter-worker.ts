@@ -40,6 +40,7 @@ export class DeadLetterWorker {
     const stored = queue.replica.message(effect.messageId);
     const { context } = this;
     context.metrics.deadLettered.inc({ reason: effect.reason });
+    queue.leaderCounts.deadLettered.set(effect.reason, (queue.leaderCounts.deadLettered.get(effect.reason) ?? 0) + 1);
     this.work.run(queue, effect.messageId, async () => {
       const headers = headersFromWire(stored?.headers);
       const routeHere = (): ReturnType<typeof routeDeadLetter> | null => {

@@ -46,6 +46,7 @@ export class EffectRunner {
         if (consumer === undefined) return; // a get, or a consumer attached elsewhere
         consumer.deliver(streamDeliveryOf(name, consumer.tag, effect, queue.replica.encoded(effect.messageId)));
         parts.metrics.deliveries.inc();
+        queue.leaderCounts.deliveries += 1;
         return;
       }
       case 'deadLetter':

@@ -10,6 +10,16 @@ export interface LocalQueue {
   readonly group: RaftGroup<QueueApplyResult>;
   /** Batches what this node proposes to the queue while it leads it. */
   readonly batcher: EntryBatcher;
+  /** What this node did as the queue's leader, for /metrics (kept while the replica lives here). */
+  readonly leaderCounts: LeaderCounts;
+}
+
+/** Counted on the leader as it acts on the machine's effects: one increment each, nothing more. */
+export interface LeaderCounts {
+  /** Deliveries pushed to consumers attached here. */
+  deliveries: number;
+  /** Messages dead-lettered, by reason (`rejected`, `expired`, `maxlen`, `delivery_limit`). */
+  readonly deadLettered: Map<string, number>;
 }
 
 export const META_GROUP = 'meta';

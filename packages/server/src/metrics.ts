@@ -1,8 +1,9 @@
 /** Prometheus metrics of one node (prom-client), served on /metrics. */
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-import type { MessageStoreStats } from '@quorumq/storage';
+import type { MessageStoreStats, WalUsage } from '@quorumq/storage';
 
 import { DEFAULTS } from './config.js';
 
@@ -18,6 +19,79 @@ export interface QueueMessageCounts {
   readonly deadLettering: number;
 }
 
+/**
+ * A queue this node leads, as read when /metrics is scraped: its replica's totals, its
+ * machine's replicated counts and what this node counted as its leader (LocalQueue.leaderCounts).
+ */
+export interface QueueObservation extends QueueMessageCounts {
+  /** Body bytes of its ready messages. */
+  readonly readyBytes: number;
+  /** Subscribed consumers (get holders are not consumers). */
+  readonly consumers: number;
+  /** Messages the queue ever stored (published, dead-lettered or moved into it): the machine's count, the same on every replica. */
+  readonly enqueued: number;
+  /** Messages acknowledged (auto-ack gets included): the machine's count, the same on every replica. */
+  readonly acked: number;
+  /** Deliveries this node pushed to consumers as the queue's leader. */
+  readonly deliveries: number;
+  /** Messages this node dead-lettered as the queue's leader, by reason. */
+  readonly deadLettered: ReadonlyMap<string, number>;
+  /** Its Raft group; read only for the queues listed (see NodeMetrics' queueLimit). */
+  readonly group: () => GroupObservation;
+}
+
+/** One Raft group as this node's replica sees it (RaftGroup.status() and its counts), read when /metrics is scraped. */
+export interface GroupObservation {
+  readonly term: number;
+  readonly commitIndex: number;
+  /** The index the group's machine applied. */
+  readonly appliedIndex: number;
+  /** The newest snapshot's index (0: none). */
+  readonly snapshotIndex: number;
+  readonly lastIndex: number;
+  readonly leader: boolean;
+  /** On the leader, each other member's lag: the leader's last index minus the member's match index. Empty elsewhere. */
+  readonly followerLag: ReadonlyMap<string, number>;
+  /** Elections this replica started (pre-votes included) since the node started. */
+  readonly electionsStarted: number;
+  /** Leaders this replica learnt of since the node started, one per term. */
+  readonly leaderChanges: number;
+}
+
+/** The counts the group gauges read (see observeGroups). */
+export interface GroupCounts {
+  readonly active: number;
+  readonly all: number;
+  readonly campaigning?: number;
+  readonly waiting?: number;
+  /** Replicas that know no leader of their group now. */
+  readonly leaderless?: number;
+}
+
+/** The `group` label of the metadata group's series (with `kind="metadata"`; a queue's series have `kind="queue"`). */
+export const METADATA_GROUP_LABEL = 'metadata';
+
+/** What one scrape reads, once for all the series that need it (see NodeMetrics.view). */
+interface ScrapeView {
+  /** Every queue this node leads. */
+  readonly led: readonly QueueObservation[];
+  /** The ones with series of their own: the largest `queueLimit`. */
+  readonly listed: readonly QueueObservation[];
+  readonly groups: ReadonlyArray<{ readonly labels: { readonly group: string; readonly kind: 'metadata' | 'queue' }; readonly status: GroupObservation }>;
+}
+
+/** This package's version (quorumq_build_info), from its package.json. */
+function packageVersion(): string {
+  try {
+    const parsed = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof parsed.version === 'string' ? parsed.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+export const QUORUMQ_VERSION = packageVersion();
+
 /** The `state` label values of the message gauges, with the count each reads. */
 const STATES: ReadonlyArray<readonly [string, (counts: QueueMessageCounts) => number]> = [
   ['ready', (c) => c.ready],
@@ -31,7 +105,13 @@ const totalOf = (counts: QueueMessageCounts): number => counts.ready + counts.un
 export class NodeMetrics {
   readonly registry = new Registry();
   /** The queues this node leads, read at scrape time (see observeQueues). */
-  private ledQueues: () => Iterable<QueueMessageCounts> = () => [];
+  private ledQueues: () => Iterable<QueueObservation> = () => [];
+  /** The metadata group, read at scrape time (see observeMetadataGroup). */
+  private metadataGroup: (() => GroupObservation) | null = null;
+  /** The WAL's files, read at scrape time (see observeWal). */
+  private walUsage: (() => WalUsage) | null = null;
+  /** This scrape's view, built by the first series that needs it (see view()). */
+  private scrape: ScrapeView | null = null;
   readonly publishes = new Counter({
     name: 'quorumq_publishes_total',
     help: 'Publishes answered, by outcome',
@@ -81,20 +161,113 @@ export class NodeMetrics {
     help: 'Messages in queues this node leads, by state (the largest queues, up to metricsQueueLimit)',
     labelNames: ['queue', 'state'],
     registers: [this.registry],
-    collect: () => this.collectQueueMessages(),
+    collect: () => {
+      this.queueMessages.reset();
+      for (const counts of this.view().listed) {
+        for (const [state, count] of STATES) this.queueMessages.set({ queue: counts.queue, state }, count(counts));
+      }
+    },
+  });
+  readonly queueReadyBytes: Gauge<'queue'> = new Gauge({
+    name: 'quorumq_queue_ready_bytes',
+    help: 'Body bytes of the ready messages of queues this node leads (the largest queues, up to metricsQueueLimit)',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perQueue(this.queueReadyBytes, (q) => q.readyBytes),
+  });
+  readonly queueConsumers: Gauge<'queue'> = new Gauge({
+    name: 'quorumq_queue_consumers',
+    help: 'Consumers subscribed to queues this node leads (the largest queues, up to metricsQueueLimit)',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perQueue(this.queueConsumers, (q) => q.consumers),
+  });
+  readonly queueEnqueued: Counter<'queue'> = new Counter({
+    name: 'quorumq_queue_enqueued_total',
+    help: 'Messages stored in queues this node leads (published, dead-lettered or moved into them): the replicated count, continued by the next leader',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perQueue(this.queueEnqueued, (q) => q.enqueued),
+  });
+  readonly queueAcked: Counter<'queue'> = new Counter({
+    name: 'quorumq_queue_acked_total',
+    help: 'Messages acknowledged in queues this node leads: the replicated count, continued by the next leader',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perQueue(this.queueAcked, (q) => q.acked),
+  });
+  readonly queueDeliveries: Counter<'queue'> = new Counter({
+    name: 'quorumq_queue_deliveries_total',
+    help: 'Deliveries this node pushed to consumers of queues it leads, counted since it started (gets not included)',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perQueue(this.queueDeliveries, (q) => q.deliveries),
+  });
+  readonly queueDeadLettered: Counter<'queue' | 'reason'> = new Counter({
+    name: 'quorumq_queue_dead_lettered_total',
+    help: 'Messages this node dead-lettered from queues it leads, by reason, counted since it started',
+    labelNames: ['queue', 'reason'],
+    registers: [this.registry],
+    collect: () => {
+      this.queueDeadLettered.reset();
+      for (const q of this.view().listed) for (const [reason, count] of q.deadLettered) this.queueDeadLettered.inc({ queue: q.queue, reason }, count);
+    },
   });
   readonly messages: Gauge<'state'> = new Gauge({
     name: 'quorumq_messages',
     help: 'Messages in all the queues this node leads, by state',
     labelNames: ['state'],
     registers: [this.registry],
-    collect: () => this.collectMessages(),
+    collect: () => {
+      const sums = STATES.map(() => 0);
+      for (const counts of this.view().led) STATES.forEach(([, count], i) => (sums[i] = (sums[i] ?? 0) + count(counts)));
+      STATES.forEach(([state], i) => this.messages.set({ state }, sums[i] ?? 0));
+    },
   });
   readonly queuesLed: Gauge = new Gauge({
     name: 'quorumq_queues_led',
     help: 'Queues this node leads',
     registers: [this.registry],
-    collect: () => this.queuesLed.set([...this.ledQueues()].length),
+    collect: () => this.queuesLed.set(this.view().led.length),
+  });
+
+  // Raft groups: the metadata group (every node, its own replica) and the groups of the
+  // queues listed above (their leader), read from RaftGroup.status() when scraped.
+  readonly raftTerm: Gauge<'group' | 'kind'> = this.groupGauge('quorumq_raft_term', "The group's current term as this node's replica knows it", (g) => g.term);
+  readonly raftCommitIndex: Gauge<'group' | 'kind'> = this.groupGauge('quorumq_raft_commit_index', "The group's commit index on this node's replica", (g) => g.commitIndex);
+  readonly raftAppliedIndex: Gauge<'group' | 'kind'> = this.groupGauge('quorumq_raft_applied_index', "The index this node's replica of the group applied", (g) => g.appliedIndex);
+  readonly raftSnapshotIndex: Gauge<'group' | 'kind'> = this.groupGauge('quorumq_raft_snapshot_index', "The index of the newest snapshot of this node's replica of the group (0: none)", (g) => g.snapshotIndex);
+  readonly raftLastIndex: Gauge<'group' | 'kind'> = this.groupGauge('quorumq_raft_last_index', "The last index of this node's replica's log", (g) => g.lastIndex);
+  readonly raftLeader: Gauge<'group' | 'kind'> = this.groupGauge('quorumq_raft_leader', '1 while this node leads the group', (g) => (g.leader ? 1 : 0));
+  readonly raftFollowerLag: Gauge<'group' | 'kind' | 'peer'> = new Gauge({
+    name: 'quorumq_raft_follower_lag',
+    help: "On the group's leader, per other member: entries of the leader's log the member has not acknowledged (last index minus its match index)",
+    labelNames: ['group', 'kind', 'peer'],
+    registers: [this.registry],
+    collect: () => {
+      this.raftFollowerLag.reset();
+      for (const { labels, status } of this.view().groups) for (const [peer, lag] of status.followerLag) this.raftFollowerLag.set({ ...labels, peer }, lag);
+    },
+  });
+  readonly raftElectionsStarted: Counter<'group' | 'kind'> = new Counter({
+    name: 'quorumq_raft_elections_started_total',
+    help: "Elections this node's replica of the group started (pre-votes included) since the node started",
+    labelNames: ['group', 'kind'],
+    registers: [this.registry],
+    collect: () => {
+      this.raftElectionsStarted.reset();
+      for (const { labels, status } of this.view().groups) this.raftElectionsStarted.inc(labels, status.electionsStarted);
+    },
+  });
+  readonly raftLeaderChanges: Counter<'group' | 'kind'> = new Counter({
+    name: 'quorumq_raft_leader_changes_total',
+    help: "Leaders this node's replica of the group learnt of (one per term) since the node started",
+    labelNames: ['group', 'kind'],
+    registers: [this.registry],
+    collect: () => {
+      this.raftLeaderChanges.reset();
+      for (const { labels, status } of this.view().groups) this.raftLeaderChanges.inc(labels, status.leaderChanges);
+    },
   });
 
   /** The node's message store, read at scrape time (see observeMessageStore). */
@@ -138,17 +311,57 @@ export class NodeMetrics {
   readonly walFlushes = new Counter({ name: 'quorumq_wal_flushes_total', help: 'WAL flushes (one durable write each, for every group on the node)', registers: [this.registry] });
   readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
   readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
+  readonly walSyncs = new Counter({
+    name: 'quorumq_wal_syncs_total',
+    help: 'Durable writes to WAL segments (a write to a segment opened O_DSYNC; a flush that crosses into a new segment makes two)',
+    registers: [this.registry],
+  });
+  readonly walSegments: Gauge = new Gauge({
+    name: 'quorumq_wal_segments',
+    help: "The WAL's segment files (the one being written included)",
+    registers: [this.registry],
+    collect: () => {
+      const usage = this.walUsage?.();
+      if (usage !== undefined) this.walSegments.set(usage.segments);
+    },
+  });
+  readonly walDiskBytes: Gauge = new Gauge({
+    name: 'quorumq_wal_disk_bytes',
+    help: "Bytes of the WAL's segment files",
+    registers: [this.registry],
+    collect: () => {
+      const usage = this.walUsage?.();
+      if (usage !== undefined) this.walDiskBytes.set(usage.bytes);
+    },
+  });
+  readonly diskFreeBytes = new Gauge({
+    name: 'quorumq_disk_free_bytes',
+    help: 'Free bytes (available to the node) on the file system of the data directory, as the disk check read it last (every 2 s)',
+    registers: [this.registry],
+  });
+  readonly diskFreeLimitBytes = new Gauge({
+    name: 'quorumq_disk_free_limit_bytes',
+    help: 'diskFreeLimitBytes: below this much free space the disk alarm refuses publishes',
+    registers: [this.registry],
+  });
+  readonly buildInfo = new Gauge({
+    name: 'quorumq_build_info',
+    help: "1, labelled with the node's version and id",
+    labelNames: ['version', 'node'],
+    registers: [this.registry],
+  });
   /** The number of groups ticked now (see observeGroups). */
-  private activeGroups: () => { active: number; all: number; campaigning?: number; waiting?: number } = () => ({ active: 0, all: 0 });
+  private activeGroups: () => GroupCounts = () => ({ active: 0, all: 0 });
   readonly raftGroups: Gauge<'state'> = new Gauge({
     name: 'quorumq_raft_groups',
-    help: "This node's Raft group replicas: all of them, and the active ones (ticked because they have work; the rest are quiet)",
+    help: "This node's Raft group replicas: all of them, the active ones (ticked because they have work; the rest are quiet), and the leaderless ones (knowing no leader now)",
     labelNames: ['state'],
     registers: [this.registry],
     collect: () => {
-      const { active, all } = this.activeGroups();
+      const { active, all, leaderless = 0 } = this.activeGroups();
       this.raftGroups.set({ state: 'all' }, all);
       this.raftGroups.set({ state: 'active' }, active);
+      this.raftGroups.set({ state: 'leaderless' }, leaderless);
     },
   });
   readonly raftElections: Gauge<'state'> = new Gauge({
@@ -216,14 +429,75 @@ export class NodeMetrics {
     });
   }
 
-  /** Where the queue gauges read, at each scrape, the queues this node leads. */
-  observeQueues(ledQueues: () => Iterable<QueueMessageCounts>): void {
+  /** Where the queue series read, at each scrape, the queues this node leads. */
+  observeQueues(ledQueues: () => Iterable<QueueObservation>): void {
     this.ledQueues = ledQueues;
   }
 
+  /** Where the metadata group's series read, at each scrape. */
+  observeMetadataGroup(status: () => GroupObservation): void {
+    this.metadataGroup = status;
+  }
+
+  /** Where the WAL gauges read, at each scrape. */
+  observeWal(usage: () => WalUsage): void {
+    this.walUsage = usage;
+  }
+
   /** Where the group gauges read, at each scrape. */
-  observeGroups(counts: () => { active: number; all: number; campaigning?: number; waiting?: number }): void {
+  observeGroups(counts: () => GroupCounts): void {
     this.activeGroups = counts;
+  }
+
+  /** quorumq_build_info{version, node} = 1. */
+  identify(nodeId: string, version = QUORUMQ_VERSION): void {
+    this.buildInfo.reset();
+    this.buildInfo.set({ version, node: nodeId }, 1);
+  }
+
+  /**
+   * What this scrape reads of the node, built once by the first series that needs it.
+   * prom-client calls every series' collect in one synchronous pass (Registry.metrics maps
+   * them before its first await), so the view is dropped in the microtask after that pass:
+   * each scrape reads the node once, and never sees an older scrape's view.
+   */
+  private view(): ScrapeView {
+    if (this.scrape !== null) return this.scrape;
+    const led = [...this.ledQueues()];
+    let listed: readonly QueueObservation[] = led;
+    if (led.length > this.queueLimit) listed = [...led].sort((a, b) => totalOf(b) - totalOf(a) || (a.queue < b.queue ? -1 : 1)).slice(0, this.queueLimit);
+    const groups: Array<ScrapeView['groups'][number]> = [];
+    const metadata = this.metadataGroup?.();
+    if (metadata !== undefined) groups.push({ labels: { group: METADATA_GROUP_LABEL, kind: 'metadata' }, status: metadata });
+    for (const queue of listed) groups.push({ labels: { group: queue.queue, kind: 'queue' }, status: queue.group() });
+    const view: ScrapeView = { led, listed, groups };
+    this.scrape = view;
+    queueMicrotask(() => {
+      if (this.scrape === view) this.scrape = null;
+    });
+    return view;
+  }
+
+  /** Sets a per-queue series for each listed queue, forgetting queues no longer listed. */
+  private perQueue(metric: Gauge<'queue'> | Counter<'queue'>, value: (queue: QueueObservation) => number): void {
+    metric.reset();
+    if (metric instanceof Gauge) for (const q of this.view().listed) metric.set({ queue: q.queue }, value(q));
+    else for (const q of this.view().listed) metric.inc({ queue: q.queue }, value(q));
+  }
+
+  /** A gauge per Raft group (see view().groups). */
+  private groupGauge(name: string, help: string, value: (status: GroupObservation) => number): Gauge<'group' | 'kind'> {
+    const gauge: Gauge<'group' | 'kind'> = new Gauge({
+      name,
+      help,
+      labelNames: ['group', 'kind'],
+      registers: [this.registry],
+      collect: () => {
+        gauge.reset();
+        for (const { labels, status } of this.view().groups) gauge.set(labels, value(status));
+      },
+    });
+    return gauge;
   }
 
   /** Where the message store gauges read, at each scrape. */
@@ -238,22 +512,6 @@ export class NodeMetrics {
     this.messageStoreBytes.set({ kind: 'disk' }, stats.diskBytes);
     this.messageStoreBytes.set({ kind: 'cache' }, stats.cacheBytes);
     this.messageStoreBytes.set({ kind: 'pending' }, stats.pendingWriteBytes);
-  }
-
-  private collectQueueMessages(): void {
-    let queues = [...this.ledQueues()];
-    if (queues.length > this.queueLimit) queues = queues.sort((a, b) => totalOf(b) - totalOf(a) || (a.queue < b.queue ? -1 : 1)).slice(0, this.queueLimit);
-    // Queues deleted or led elsewhere since the last scrape go.
-    this.queueMessages.reset();
-    for (const counts of queues) {
-      for (const [state, count] of STATES) this.queueMessages.set({ queue: counts.queue, state }, count(counts));
-    }
-  }
-
-  private collectMessages(): void {
-    const sums = STATES.map(() => 0);
-    for (const counts of this.ledQueues()) STATES.forEach(([, count], i) => (sums[i] = (sums[i] ?? 0) + count(counts)));
-    STATES.forEach(([state], i) => this.messages.set({ state }, sums[i] ?? 0));
   }
 
   /** Serves /metrics on `address` (host:port). */

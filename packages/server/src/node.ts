@@ -29,7 +29,8 @@ import type { LeaderWorkContext } from './leader-work.js';
 import { META_GROUP } from './local-queue.js';
 import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
-import { NodeMetrics, type QueueMessageCounts } from './metrics.js';
+import { NodeMetrics } from './metrics.js';
+import { groupObservation, leaderlessGroups, ledQueueObservations } from './metrics-sources.js';
 import { MoveWorker, type MoveTestOnlyBugs } from './move-worker.js';
 import { EarlyMessages } from './early-messages.js';
 import { GroupTicker } from './group-ticker.js';
@@ -40,7 +41,6 @@ import { ProposalRouter } from './proposal-router.js';
 import { QueueReplicas, type GroupSetup } from './queue-replicas.js';
 import { loadHeapTrim, type HeapTrim } from './heap-trim.js';
 import { IdleMemory } from './idle-memory.js';
-import { queueCounts } from './queue-view.js';
 import { RaftGroup } from './raft-group.js';
 import { serveSnapshotBodies } from './snapshot-bodies.js';
 import type { GroupMessage } from './raft-codec.js';
@@ -249,11 +249,15 @@ export class BrokerNode {
       isStopping,
     });
     this.queues.wire({ router: this.router, effects, duties });
-    metrics.observeQueues(() => this.ledQueueCounts());
+    metrics.identify(config.nodeId);
+    metrics.observeQueues(() => ledQueueObservations(this.queues.all()));
+    metrics.observeMetadataGroup(() => groupObservation(this.metaGroup));
     metrics.observeMessageStore(() => messageStore.stats());
+    metrics.observeWal(() => storage.walUsage());
+    metrics.diskFreeLimitBytes.set(config.diskFreeLimitBytes);
     metrics.observeGroups(() => {
       const { running, waiting } = this.groupTicks.campaigns;
-      return { active: this.groupTicks.activeCount, all: this.queues.size + 1, campaigning: running, waiting };
+      return { active: this.groupTicks.activeCount, all: this.queues.size + 1, campaigning: running, waiting, leaderless: leaderlessGroups(this.metaGroup, this.queues.all()) };
     });
   }
 
@@ -281,6 +285,7 @@ export class BrokerNode {
         metrics.walFlushes.inc();
         metrics.walRecords.inc(stats.records);
         metrics.walBytes.inc(stats.bytes);
+        metrics.walSyncs.inc(stats.segments);
       },
     });
     if (storage.corruption !== null) {
@@ -477,6 +482,7 @@ export class BrokerNode {
     try {
       const stats = await statfs(this.config.dataDir);
       const free = Number(stats.bavail) * Number(stats.bsize);
+      this.metrics.diskFreeBytes.set(free);
       const alarm = free < this.config.diskFreeLimitBytes;
       if (alarm !== this.diskAlarm) {
         this.diskAlarm = alarm;
@@ -486,15 +492,6 @@ export class BrokerNode {
       }
     } catch (error) {
       this.logger.warn({ err: error }, 'cannot read free disk space');
-    }
-  }
-
-  /** The message counts of the queues this node leads (read when /metrics is scraped). */
-  private *ledQueueCounts(): Iterable<QueueMessageCounts> {
-    for (const local of this.queues.all()) {
-      if (!local.group.isLeader) continue;
-      const counts = queueCounts(local);
-      yield { queue: local.definition.name, ready: counts.ready, unacked: counts.unacked, delayed: counts.delayed, deadLettering: counts.deadLettering };
     }
   }
 

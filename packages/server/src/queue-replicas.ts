@@ -249,7 +249,7 @@ export class QueueReplicas {
       ...(parts.isPeerSilent !== undefined ? { isPeerSilent: parts.isPeerSilent } : {}),
       ...parts.groupSetup(groupId),
     });
-    local = { definition, replica, group, batcher: wiring.router.batcherFor(definition, group) };
+    local = { definition, replica, group, batcher: wiring.router.batcherFor(definition, group), leaderCounts: { deliveries: 0, deadLettered: new Map() } };
     this.queues.set(definition.name, local);
     // A new queue's preferred leader (its first member: placement spreads them) elects itself
     // at once: every replica was just created, none waits for a leader it had.

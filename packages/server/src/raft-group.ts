@@ -167,6 +167,12 @@ export class RaftGroup<R> {
   private earlySendQueued = false;
   private stopped = false;
   private softState: SoftState = { leaderId: null, role: 'follower' };
+  /** Elections this replica started since it was created (pre-votes included; see onSoftState). For /metrics. */
+  private campaigns = 0;
+  /** Leaders this replica learnt of, one per term (the same node re-elected counts again). For /metrics. */
+  private leaders = 0;
+  /** The term of the last leader counted in `leaders`. */
+  private leaderTerm = -1;
   /** See whenLeaderOtherThan: each returns true (and is removed) once it fired. */
   private readonly leaderWatchers = new Set<() => boolean>();
   /** The index the machine has applied. */
@@ -291,6 +297,11 @@ export class RaftGroup<R> {
 
   status(): RaftStatus {
     return this.raft.status();
+  }
+
+  /** Elections this replica started and leaders it learnt of (one per term), since it was created. */
+  get elections(): { readonly started: number; readonly leaders: number } {
+    return { started: this.campaigns, leaders: this.leaders };
   }
 
   /** The index of the newest snapshot (taken or installed), or null when there is none. */
@@ -654,6 +665,16 @@ export class RaftGroup<R> {
 
   private onSoftState(state: SoftState): void {
     const wasLeader = this.softState.role === 'leader';
+    // A Ready shows the role after a step: a campaign began when the role turns candidate
+    // (or preCandidate) from anything else, or straight to leader (a lone voter's
+    // campaign is won within the step that started it).
+    const wasCampaigning = isCampaigning(this.softState.role);
+    if (!wasCampaigning && (isCampaigning(state.role) || (state.role === 'leader' && !wasLeader))) this.campaigns += 1;
+    const term = this.raft.currentTerm;
+    if (state.leaderId !== null && term !== this.leaderTerm) {
+      this.leaderTerm = term;
+      this.leaders += 1;
+    }
     this.softState = state;
     // Entries this leader proposed may still commit under the next leader; they are resolved
     // (or failed as overwritten) when applied. Reads it had not confirmed are lost with it.
@@ -795,6 +816,10 @@ export class RaftGroup<R> {
     }
     machine.snapshotSaved?.();
   }
+}
+
+function isCampaigning(role: SoftState['role']): boolean {
+  return role === 'candidate' || role === 'preCandidate';
 }
 
 /**

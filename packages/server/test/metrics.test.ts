@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { EVENT_LOOP_SAMPLE_MS, NodeMetrics, type QueueMessageCounts } from '../src/metrics.js';
+import { EVENT_LOOP_SAMPLE_MS, NodeMetrics, QUORUMQ_VERSION, type GroupObservation, type QueueObservation } from '../src/metrics.js';
 
 let server: Server | null = null;
 
@@ -75,7 +75,13 @@ describe('/metrics', () => {
   });
 
   describe('queue depths', () => {
-    const counts = (queue: string, ready: number, unacked = 0, delayed = 0, deadLettering = 0): QueueMessageCounts => ({ queue, ready, unacked, delayed, deadLettering });
+    const counts = (queue: string, ready: number, unacked = 0, delayed = 0, deadLettering = 0): QueueObservation => ({
+      ...observation(queue),
+      ready,
+      unacked,
+      delayed,
+      deadLettering,
+    });
 
     it('reports each led queue by state when scraped, and forgets queues no longer led', async () => {
       const metrics = new NodeMetrics();
@@ -118,4 +124,137 @@ describe('/metrics', () => {
       expect(gauge(text, 'quorumq_queues_led')).toBe(4);
     });
   });
+
+  describe('per queue and per Raft group', () => {
+    it('reports each listed queue\'s bytes, consumers and counters, and its group, as counters and gauges of the right type', async () => {
+      const metrics = new NodeMetrics();
+      server = await metrics.listen('127.0.0.1:0');
+      const orders: QueueObservation = {
+        ...observation('orders'),
+        ready: 4,
+        readyBytes: 400,
+        consumers: 2,
+        enqueued: 10,
+        acked: 5,
+        deliveries: 7,
+        deadLettered: new Map([['rejected', 1]]),
+        group: () => group({ term: 3, commitIndex: 20, appliedIndex: 19, snapshotIndex: 8, lastIndex: 21, followerLag: new Map([['n2', 0], ['n3', 13]]), electionsStarted: 1, leaderChanges: 2 }),
+      };
+      metrics.observeQueues(() => [orders]);
+      metrics.observeMetadataGroup(() => group({ term: 2, commitIndex: 40, appliedIndex: 40, lastIndex: 40, leader: false, followerLag: new Map(), electionsStarted: 0, leaderChanges: 1 }));
+      const { text } = await scrape();
+      expect(gauge(text, 'quorumq_queue_ready_bytes\\{queue="orders"\\}')).toBe(400);
+      expect(gauge(text, 'quorumq_queue_consumers\\{queue="orders"\\}')).toBe(2);
+      expect(gauge(text, 'quorumq_queue_enqueued_total\\{queue="orders"\\}')).toBe(10);
+      expect(gauge(text, 'quorumq_queue_acked_total\\{queue="orders"\\}')).toBe(5);
+      expect(gauge(text, 'quorumq_queue_deliveries_total\\{queue="orders"\\}')).toBe(7);
+      expect(gauge(text, 'quorumq_queue_dead_lettered_total\\{queue="orders",reason="rejected"\\}')).toBe(1);
+      // A reason never seen has no series (no zeros for every queue and reason).
+      expect(text).not.toContain('reason="expired"');
+      const q = 'group="orders",kind="queue"';
+      expect(gauge(text, `quorumq_raft_term\\{${q}\\}`)).toBe(3);
+      expect(gauge(text, `quorumq_raft_commit_index\\{${q}\\}`)).toBe(20);
+      expect(gauge(text, `quorumq_raft_applied_index\\{${q}\\}`)).toBe(19);
+      expect(gauge(text, `quorumq_raft_snapshot_index\\{${q}\\}`)).toBe(8);
+      expect(gauge(text, `quorumq_raft_last_index\\{${q}\\}`)).toBe(21);
+      expect(gauge(text, `quorumq_raft_leader\\{${q}\\}`)).toBe(1);
+      expect(gauge(text, `quorumq_raft_follower_lag\\{${q},peer="n2"\\}`)).toBe(0);
+      expect(gauge(text, `quorumq_raft_follower_lag\\{${q},peer="n3"\\}`)).toBe(13);
+      expect(gauge(text, `quorumq_raft_elections_started_total\\{${q}\\}`)).toBe(1);
+      expect(gauge(text, `quorumq_raft_leader_changes_total\\{${q}\\}`)).toBe(2);
+      const m = 'group="metadata",kind="metadata"';
+      expect(gauge(text, `quorumq_raft_term\\{${m}\\}`)).toBe(2);
+      expect(gauge(text, `quorumq_raft_leader\\{${m}\\}`)).toBe(0);
+      expect(gauge(text, `quorumq_raft_leader_changes_total\\{${m}\\}`)).toBe(1);
+      expect(text).not.toContain(`quorumq_raft_follower_lag{${m}`);
+      // Counters are declared counters (Prometheus's rate() needs that), depths gauges.
+      for (const name of ['quorumq_queue_enqueued_total', 'quorumq_queue_acked_total', 'quorumq_queue_deliveries_total', 'quorumq_queue_dead_lettered_total', 'quorumq_raft_elections_started_total', 'quorumq_raft_leader_changes_total']) {
+        expect(text).toContain(`# TYPE ${name} counter`);
+      }
+      for (const name of ['quorumq_queue_ready_bytes', 'quorumq_queue_consumers', 'quorumq_raft_term', 'quorumq_raft_follower_lag']) expect(text).toContain(`# TYPE ${name} gauge`);
+    });
+
+    it('reads the node once per scrape, and a queue group only when the queue is listed', async () => {
+      const metrics = new NodeMetrics(1);
+      server = await metrics.listen('127.0.0.1:0');
+      let reads = 0;
+      const groupReads: string[] = [];
+      const queue = (name: string, ready: number): QueueObservation => ({
+        ...observation(name),
+        ready,
+        group: () => {
+          groupReads.push(name);
+          return group({});
+        },
+      });
+      metrics.observeQueues(() => {
+        reads++;
+        return [queue('big', 9), queue('small', 1)];
+      });
+      await scrape();
+      expect(reads).toBe(1);
+      expect(groupReads).toEqual(['big']);
+      const { text } = await scrape();
+      expect(reads).toBe(2);
+      expect(groupReads).toEqual(['big', 'big']);
+      // Every per-queue and per-group series lists the same queues: the largest.
+      expect(text).not.toContain('"small"');
+      expect(gauge(text, 'quorumq_queues_led')).toBe(2);
+      expect(gauge(text, 'quorumq_messages\\{state="ready"\\}')).toBe(10);
+    });
+
+    it('with a limit of 0, lists no queue but keeps the node totals and the metadata group', async () => {
+      const metrics = new NodeMetrics(0);
+      server = await metrics.listen('127.0.0.1:0');
+      metrics.observeQueues(() => [{ ...observation('q'), ready: 3 }]);
+      metrics.observeMetadataGroup(() => group({ term: 5 }));
+      const { text } = await scrape();
+      expect(text).not.toContain('queue="q"');
+      expect(text).not.toContain('group="q"');
+      expect(gauge(text, 'quorumq_messages\\{state="ready"\\}')).toBe(3);
+      expect(gauge(text, 'quorumq_raft_term\\{group="metadata",kind="metadata"\\}')).toBe(5);
+    });
+  });
+
+  it('reports the build, the WAL files, the free disk space and the groups without a leader', async () => {
+    const metrics = new NodeMetrics();
+    server = await metrics.listen('127.0.0.1:0');
+    metrics.identify('n7');
+    metrics.observeWal(() => ({ segments: 3, bytes: 12345 }));
+    metrics.observeGroups(() => ({ active: 1, all: 4, leaderless: 2 }));
+    metrics.diskFreeBytes.set(5e9);
+    metrics.diskFreeLimitBytes.set(1e9);
+    metrics.walSyncs.inc(4);
+    const { text } = await scrape();
+    expect(QUORUMQ_VERSION).toMatch(/^\d+\.\d+\.\d+/);
+    expect(gauge(text, `quorumq_build_info\\{version="${QUORUMQ_VERSION.replace(/\./g, '\\.')}",node="n7"\\}`)).toBe(1);
+    expect(gauge(text, 'quorumq_wal_segments')).toBe(3);
+    expect(gauge(text, 'quorumq_wal_disk_bytes')).toBe(12345);
+    expect(gauge(text, 'quorumq_wal_syncs_total')).toBe(4);
+    expect(gauge(text, 'quorumq_disk_free_bytes')).toBe(5e9);
+    expect(gauge(text, 'quorumq_disk_free_limit_bytes')).toBe(1e9);
+    expect(gauge(text, 'quorumq_raft_groups\\{state="leaderless"\\}')).toBe(2);
+  });
 });
+
+/** A led queue with nothing in it and a group at rest. */
+function observation(queue: string): QueueObservation {
+  return {
+    queue,
+    ready: 0,
+    unacked: 0,
+    delayed: 0,
+    deadLettering: 0,
+    readyBytes: 0,
+    consumers: 0,
+    enqueued: 0,
+    acked: 0,
+    deliveries: 0,
+    deadLettered: new Map(),
+    group: () => group({}),
+  };
+}
+
+function group(fields: Partial<GroupObservation>): GroupObservation {
+  return { term: 1, commitIndex: 0, appliedIndex: 0, snapshotIndex: 0, lastIndex: 0, leader: true, followerLag: new Map(), electionsStarted: 0, leaderChanges: 0, ...fields };
+}

@@ -267,6 +267,42 @@ describe('a proposal with a deadline', () => {
   });
 });
 
+describe('elections and leaders, counted for /metrics', () => {
+  it('counts each campaign once (pre-vote and vote together) and each leader once per term, won here or learnt from another member', async () => {
+    const group = await leaderWithoutQuorum();
+    // Pre-vote, vote, won: one election; this node is the first leader it knows.
+    expect(group.elections).toEqual({ started: 1, leaders: 1 });
+    const { term, lastIndex } = group.status();
+    const append = (appendTerm: number, prevLogIndex: number, prevLogTerm: number): boolean =>
+      group.receive({
+        type: 'append',
+        from: 'n2',
+        to: 'n1',
+        term: appendTerm,
+        prevLogIndex,
+        prevLogTerm,
+        entries: [{ index: prevLogIndex + 1, term: appendTerm, type: 'normal', data: new Uint8Array(0) }],
+        commit: 0,
+      });
+    append(term + 1, lastIndex, term);
+    for (let i = 0; i < 200 && group.leaderId !== 'n2'; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(group.leaderId).toBe('n2');
+    expect(group.elections).toEqual({ started: 1, leaders: 2 });
+    // More of the same leader in the same term is no new leader.
+    append(term + 1, lastIndex + 1, term + 1);
+    for (let i = 0; i < 5; i++) await turn();
+    expect(group.elections).toEqual({ started: 1, leaders: 2 });
+    // n2 goes silent: this node campaigns again and wins.
+    for (let i = 0; i < 200 && !group.isLeader; i++) {
+      group.tick();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(group.isLeader).toBe(true);
+    expect(group.elections).toEqual({ started: 2, leaders: 3 });
+    group.stop('test over');
+  });
+});
+
 describe('a linearizable read (ReadIndex)', () => {
   it('is not served by a leader before an entry of its own term commits, and fails at its deadline', async () => {
     // Queue status reads with it: a leader just elected may not have applied what its

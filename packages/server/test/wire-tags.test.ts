@@ -5,7 +5,7 @@
  */
 import { descriptorSetPath, handTags } from '@quorumq/proto';
 import { descriptorTags, tagProblems } from '@quorumq/proto/tag-check';
-import descriptor from 'protobufjs/ext/descriptor/index.js';
+import descriptor from 'protobufjs/ext/descriptor.js';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 

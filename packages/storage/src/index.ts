@@ -67,5 +67,6 @@ export {
   type WalOptions,
   type WalPosition,
   type WalRecovery,
+  type WalUsage,
 } from './wal.js';
 export { joinPath, type WalFile, type WalFs } from './wal-fs.js';

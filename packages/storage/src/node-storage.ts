@@ -52,6 +52,7 @@ import {
   type SegmentSummary,
   type WalPosition,
   type WalRecovery,
+  type WalUsage,
 } from './wal.js';
 import { SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
 import { joinPath, type WalFs } from './wal-fs.js';
@@ -155,6 +156,11 @@ export class NodeStorage {
   }
 
   /** Unreadable WAL bytes found before the tail, or null. */
+  /** The WAL's segment files and their bytes now (read when /metrics is scraped). */
+  walUsage(): WalUsage {
+    return this.wal.usage();
+  }
+
   get corruption(): WalCorruption | null {
     return this.wal.corruption;
   }

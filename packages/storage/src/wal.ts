@@ -84,6 +84,12 @@ export interface FlushStats {
   readonly segments: number;
 }
 
+/** The WAL's files now (metrics): segments on disk and their bytes, the active one included. */
+export interface WalUsage {
+  readonly segments: number;
+  readonly bytes: number;
+}
+
 /** What compaction needs to know about a closed segment. */
 export interface SegmentSummary {
   readonly seq: number;
@@ -279,6 +285,13 @@ export class Wal {
 
   get fatalError(): WalFatalError | null {
     return this.state.kind === 'failed' ? this.state.error : null;
+  }
+
+  /** Segment files and their bytes written so far (queued records not yet flushed excluded). */
+  usage(): WalUsage {
+    let bytes = this.active.bytes;
+    for (const segment of this.closedSegments.values()) bytes += segment.bytes;
+    return { segments: this.closedSegments.size + 1, bytes };
   }
 
   /** Where the next record will go: after every record queued so far. */

@@ -329,6 +329,30 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
     expect(await replay(dir, segmentBytesMax)).toEqual(expected.map(plain));
   });
 
+  it('reports the segment files and their bytes as they are on disk (usage), after rolls, deletions and a reopen', async () => {
+    const dir = await tempDir('gc-usage');
+    const onDisk = async (): Promise<{ segments: number; bytes: number }> => {
+      const files = await walFiles(dir);
+      let bytes = 0;
+      for (const file of files) bytes += (await stat(join(dir, file))).size;
+      return { segments: files.length, bytes };
+    };
+    const { wal } = await open(dir, 1000);
+    expect(wal.usage()).toEqual(await onDisk());
+    for (let index = 1; index <= 40; index++) await wal.append([entryRecord('g', index, 1, 'u'.repeat(100))]);
+    const written = wal.usage();
+    expect(written.segments).toBeGreaterThan(3);
+    expect(written).toEqual(await onDisk());
+    const doomed = wal.segments().slice(0, 2).map((segment) => segment.seq);
+    await wal.deleteSegments(doomed);
+    expect(wal.usage()).toEqual(await onDisk());
+    expect(wal.usage().segments).toBe(written.segments - 2);
+    await wal.close();
+    const reopened = await open(dir, 1000);
+    expect(reopened.wal.usage()).toEqual(await onDisk());
+    await reopened.wal.close();
+  });
+
   it('flushes queued records on close, then rejects appends', async () => {
     const dir = await tempDir('gc-close');
     const { wal } = await open(dir);
