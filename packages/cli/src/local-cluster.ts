@@ -184,13 +184,25 @@ export class LocalCluster {
   /** Prepares, starts every node and waits until they serve. */
   static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
     const cluster = await LocalCluster.prepare(options);
-    await cluster.startAll();
+    try {
+      await cluster.startAll();
+    } catch (error) {
+      // Nothing of a cluster that did not start outlives the call (its root too, when it made it).
+      await cluster.close();
+      throw error;
+    }
     return cluster;
   }
 
+  /** Starts every node and waits until all serve; if one cannot, kills those that started and throws. */
   async startAll(): Promise<void> {
     for (const node of this.nodes) this.startNode(node.id);
-    await this.waitHealthy();
+    try {
+      await this.waitHealthy();
+    } catch (error) {
+      await Promise.all(this.nodes.map((n) => this.kill(n.id)));
+      throw error;
+    }
   }
 
   get ids(): string[] {
@@ -304,6 +316,8 @@ export class LocalCluster {
       const node = this.node(id);
       while ((await healthStatus(node.address, 1000, '', this.healthTls)) !== 'SERVING') {
         if (Date.now() > deadline) throw new Error(`node ${id} not healthy within ${timeoutMs} ms:\n${node.output.slice(-5000)}`);
+        // A node that exited will not become healthy: say so now rather than at the deadline.
+        if (node.process === null) throw new Error(`node ${id} exited before it served:\n${node.output.slice(-5000)}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     }
