@@ -111,7 +111,7 @@ export const DEFAULTS = {
   tlsRefreshMs: 60_000,
   dataDir: './data',
   metricsListen: null,
-  metricsQueueLimit: 1000,
+  metricsQueueLimit: 100,
   tickMs: 50,
   electionTicks: 10,
   heartbeatTicks: 2,
