@@ -20,14 +20,20 @@ export type ChaosClusterOptions = Omit<LocalClusterOptions, 'peersOf' | 'rootPre
 
 export class ChaosCluster implements NemesisCluster {
   readonly kind = 'process' as const;
-  /** Every node reports the others' client addresses, which the runner reaches: leader routing works. */
-  readonly clientTuning: ClientTuning = {};
+  /**
+   * Every node reports the others' client addresses, which the runner reaches: leader routing
+   * works. With `tls`, clients connect over TLS with the cluster's CA and client certificate.
+   */
+  readonly clientTuning: ClientTuning;
 
   private constructor(
     readonly local: LocalCluster,
     /** Key `${from}>${to}`. */
     private readonly proxies: Map<string, PairProxy>,
-  ) {}
+  ) {
+    const tls = local.clientTls;
+    this.clientTuning = tls === undefined ? {} : { tls: { ca: tls.ca, cert: tls.cert, key: tls.key } };
+  }
 
   static async start(options: ChaosClusterOptions = {}): Promise<ChaosCluster> {
     const proxies = new Map<string, PairProxy>();

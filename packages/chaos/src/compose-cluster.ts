@@ -183,7 +183,7 @@ export const COMPOSE_FAULTS: Readonly<Record<FaultKind, string>> = {
 };
 
 /** Options of `npm run chaos` that the compose cluster cannot honour: one message per option. */
-export function composeConflicts(options: { brokenBuild?: boolean; leaderKillRounds?: number; nodeOutput?: boolean }): string[] {
+export function composeConflicts(options: { brokenBuild?: boolean; leaderKillRounds?: number; nodeOutput?: boolean; tls?: boolean }): string[] {
   const conflicts: string[] = [];
   if (options.brokenBuild) {
     conflicts.push('--broken-build sets the node processes\' environment; the compose nodes take theirs from docker-compose.yml (run it without --compose)');
@@ -191,6 +191,7 @@ export function composeConflicts(options: { brokenBuild?: boolean; leaderKillRou
   if (options.leaderKillRounds !== undefined) {
     conflicts.push('--leader-kill-rounds isolates the leader through the per-pair proxies of the process cluster; run it without --compose');
   }
+  if (options.tls) conflicts.push('--tls: the compose cluster serves TLS with its own certificates (compose-chaos.sh passes --tls-dir)');
   if (options.nodeOutput) conflicts.push('--node-output: the compose nodes log to docker (docker-compose -p <project> logs)');
   return conflicts;
 }

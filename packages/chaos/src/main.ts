@@ -39,6 +39,7 @@ const program = new Command('chaos')
   .option('--compose', 'run against the docker-compose cluster instead of local processes (builds, starts and removes it: cluster/compose-chaos.sh)')
   .option('--compose-project <name>', 'run against the containers of this running docker-compose project (nothing is built, started or removed)')
   .option('--tls-dir <dir>', 'with --compose-project: connect over TLS with the ca.crt, client.crt and client.key of this directory (cluster/make-certs.sh makes cluster/certs/client)')
+  .option('--tls', 'the process cluster with client TLS and peer mutual TLS (certificates made for the run), clients over TLS')
   .option('--node-output', "forward the nodes' output to stderr")
   .option('--require-all-faults', 'exit 2 unless every kind in --faults was injected at least once and every fault recovered (for CI)');
 
@@ -55,6 +56,7 @@ const opts = program.opts<{
   compose?: boolean;
   composeProject?: string;
   tlsDir?: string;
+  tls?: boolean;
   keepPublishers?: boolean;
   nodeOutput?: boolean;
   requireAllFaults?: boolean;
@@ -93,6 +95,7 @@ async function main(): Promise<number> {
     ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
     ...(opts.report !== undefined ? { report: opts.report } : {}),
     ...(opts.nodeOutput ? { inheritOutput: true } : {}),
+    ...(opts.tls === true ? { tls: true } : {}),
     ...(opts.keepPublishers ? { replacePublishers: false } : {}),
     ...(opts.composeProject !== undefined ? { composeProject: opts.composeProject } : {}),
     ...(opts.tlsDir !== undefined ? { composeTls: { ca: join(opts.tlsDir, 'ca.crt'), cert: join(opts.tlsDir, 'client.crt'), key: join(opts.tlsDir, 'client.key') } } : {}),

@@ -42,6 +42,8 @@ export interface ChaosOptions {
   readonly env?: Record<string, string>;
   readonly log?: (line: string) => void;
   readonly inheritOutput?: boolean;
+  /** The process cluster with client TLS and peer mutual TLS (LocalCluster's `tls`). */
+  readonly tls?: boolean;
   /** Replace a producer-id publisher that gave up by a new one (new sequence range). Default true. */
   readonly replacePublishers?: boolean;
   /**
@@ -157,7 +159,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
   const cluster: NemesisCluster =
     options.composeProject !== undefined
       ? await ComposeCluster.attach({ project: options.composeProject, log, ...(options.composeTls !== undefined ? { tls: options.composeTls } : {}) })
-      : await ChaosCluster.start({ env, ...(options.inheritOutput ? { inheritOutput: true } : {}) });
+      : await ChaosCluster.start({ env, ...(options.inheritOutput ? { inheritOutput: true } : {}), ...(options.tls === true ? { tls: true } : {}) });
   const tuning = cluster.clientTuning;
   const history = new History(tag);
   const timeline: TimelineEvent[] = [];
