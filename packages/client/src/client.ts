@@ -4,7 +4,7 @@ import { Reason } from '@quorumq/proto/errors';
 import { QuorumqError, toQuorumqError } from './errors.js';
 import { Consumer, type ConsumeOptions, type DeliveryHandler } from './consumer.js';
 import { DeliveryImpl, type Delivery } from './delivery.js';
-import { encodeHeaders, type Headers } from './headers.js';
+import { decodeHeaders, encodeHeaders, type DecodedHeaders, type Headers } from './headers.js';
 import { wireNumber } from './longs.js';
 import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { ProducerLanes } from './producer-lanes.js';
@@ -226,6 +226,44 @@ export class QuorumqClient {
     this.transport.forgetLeader(name);
     this.exclusive.delete(name);
     return { messagesDropped: wireNumber(response.messagesDropped) };
+  }
+
+  // ------------------------------------------------------------------ listing
+
+  /** Exchanges, sorted by name (the built-in amq.* ones flagged; the default exchange "" is not listed). */
+  async listExchanges(): Promise<ExchangeInfo[]> {
+    const response = await this.transport.unary(BrokerService.listExchanges, {});
+    return (response.exchanges ?? []).map((e) => ({
+      name: e.name ?? '',
+      type: (e.type ?? 'direct') as ExchangeType,
+      autoDelete: e.autoDelete ?? false,
+      alternateExchange: e.alternateExchange ? e.alternateExchange : null,
+      builtIn: e.builtIn ?? false,
+    }));
+  }
+
+  /** Bindings, optionally only those from `source`, or to a queue or an exchange. */
+  async listBindings(filter: { source?: string; queue?: string; exchange?: string } = {}): Promise<BindingInfo[]> {
+    const response = await this.transport.unary(BrokerService.listBindings, { source: filter.source ?? '', queue: filter.queue ?? '', exchange: filter.exchange ?? '' });
+    return (response.bindings ?? []).map((b) => ({
+      source: b.source ?? '',
+      destination: b.queue ? { queue: b.queue } : { exchange: b.exchange ?? '' },
+      bindingKey: b.bindingKey ?? '',
+      arguments: decodeHeaders(b.arguments ?? {}),
+    }));
+  }
+
+  /** A queue's consumers, from its leader, in subscription order. */
+  async listConsumers(queue: string): Promise<ConsumerInfo[]> {
+    const preferred = await this.queueRoute(queue);
+    const response = await this.transport.unary(BrokerService.listConsumers, { queue }, { queue, ...(preferred === undefined ? {} : { preferred }) });
+    return (response.consumers ?? []).map((c) => ({
+      consumerTag: c.consumerTag ?? '',
+      prefetch: c.prefetch ?? 0,
+      priority: c.priority ?? 0,
+      unacked: c.unacked ?? 0,
+      active: c.active ?? false,
+    }));
   }
 
   // ------------------------------------------------------------------ users (docs/security.md)
@@ -589,4 +627,29 @@ export interface WhoAmI {
 
 function permissionsOf(p: { configure?: string | null; write?: string | null; read?: string | null } | null | undefined): Permissions | null {
   return p == null ? null : { configure: p.configure ?? '', write: p.write ?? '', read: p.read ?? '' };
+}
+
+export interface ExchangeInfo {
+  readonly name: string;
+  readonly type: ExchangeType;
+  readonly autoDelete: boolean;
+  readonly alternateExchange: string | null;
+  readonly builtIn: boolean;
+}
+
+export interface BindingInfo {
+  readonly source: string;
+  readonly destination: { readonly queue: string } | { readonly exchange: string };
+  readonly bindingKey: string;
+  readonly arguments: DecodedHeaders;
+}
+
+export interface ConsumerInfo {
+  readonly consumerTag: string;
+  /** 0 = unlimited. */
+  readonly prefetch: number;
+  readonly priority: number;
+  readonly unacked: number;
+  /** With single active consumer: whether this one is served (always true otherwise). */
+  readonly active: boolean;
 }

@@ -1,12 +1,15 @@
 export { connect, QuorumqClient } from './client.js';
 export type {
   Binding,
+  BindingInfo,
   ClusterStatus,
+  ConsumerInfo,
   ConnectOptions,
   DeclareExchangeOptions,
   DeclareQueueOptions,
   DeclareQueueResult,
   DeleteQueueOptions,
+  ExchangeInfo,
   ExchangeType,
   GetOptions,
   MoveOptions,

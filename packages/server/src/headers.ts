@@ -60,3 +60,37 @@ export function bindingArgumentsFromWire(args: Record<string, WireValue> | null 
   }
   return result;
 }
+
+/** An int64 for the wire: a number when safe, else a Long-shaped value (the writer takes both). */
+function int64ToWire(value: bigint): number {
+  if (value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER)) return Number(value);
+  const bits = BigInt.asUintN(64, value);
+  return { low: Number(bits & 0xffffffffn) | 0, high: Number(bits >> 32n) | 0, unsigned: false } as unknown as number;
+}
+
+/** A typed value back to the wire (null: a binding's void value, "the header is present"). */
+export function headerToWire(value: HeaderValue | null): WireValue {
+  if (value === null) return { voidValue: true };
+  switch (value.type) {
+    case 'string':
+      return { stringValue: value.value };
+    case 'int64':
+      return { intValue: int64ToWire(value.value) };
+    case 'double':
+      return { doubleValue: value.value };
+    case 'bool':
+      return { boolValue: value.value };
+    case 'bytes':
+      return { bytesValue: value.value };
+    case 'timestamp':
+      return { timestampMs: int64ToWire(value.value) };
+    case 'list':
+      return { listValue: { values: value.value.map((v) => headerToWire(v)) } };
+    case 'map':
+      return { mapValue: { entries: Object.fromEntries([...value.value].map(([k, v]) => [k, headerToWire(v)])) } };
+  }
+}
+
+export function bindingArgumentsToWire(args: BindingArguments): Record<string, WireValue> {
+  return Object.fromEntries([...args].map(([key, value]) => [key, headerToWire(value)]));
+}

@@ -36,6 +36,7 @@ import { whenSent } from './response-sent.js';
 import { ANONYMOUS, AccessControl, exchange as exchangeResource, queue as queueResource, type Principal } from './access-control.js';
 import { ClientAuthenticator, NO_CREDENTIALS, unauthenticated, type CallCredentials } from './client-auth.js';
 import { UserAdmin } from './user-admin.js';
+import { listBindings, listConsumers, listExchanges } from './listing.js';
 import { auditLogger } from './audit-log.js';
 import type { PeerCredentials } from './tls-credentials.js';
 import { forwardPrincipal, forwardedPrincipal, onlyViaPeer, viaPeer } from './via-peer.js';
@@ -893,6 +894,16 @@ export class BrokerApi {
     return { name, leader: status.leaderId ?? '', members: [...definition.members], commitIndex: status.commitIndex, term: status.term, ...queueCounts(local) };
   }
 
+  async listConsumers(request: pb.ListConsumersRequest, principal: Principal, call: ServerSurfaceCall): Promise<pb.ListConsumersResponse.$Properties> {
+    const name = requireName(request.queue, 'queue');
+    await this.requireAny(principal, queueResource(name));
+    return this.atLeader<pb.ListConsumersRequest.$Properties, pb.ListConsumersResponse.$Properties>(name, BrokerService.listConsumers, request, async () => {
+      const local = this.node.queues.get(name);
+      if (local === undefined || !local.group.isLeader) throw unavailable(Reason.NOT_LEADER, 'leadership moved; retry');
+      return listConsumers(local, (id) => this.node.consumers.get(id)?.tag);
+    }, call, principal);
+  }
+
   /** Every authenticated user may ask; the queues listed are those it has a permission on. */
   async clusterStatus(principal: Principal): Promise<pb.ClusterStatusResponse.$Properties> {
     // Client addresses (a peer's once it told it), never the peer listeners'.
@@ -1007,6 +1018,15 @@ export class BrokerApi {
       setPermissions: this.unaryAs((r: pb.SetPermissionsRequest, principal) => this.users.setPermissions(r, principal)),
       clearPermissions: this.unaryAs((r: pb.ClearPermissionsRequest, principal) => this.users.clearPermissions(r, principal)),
       whoAmI: this.unaryAs((_r: pb.WhoAmIRequest, principal) => this.users.whoAmI(principal)),
+      listExchanges: this.unaryAs(async (_r: pb.ListExchangesRequest, principal) => {
+        await this.node.router.barrier.wait().catch(() => undefined);
+        return listExchanges(this.node.topology, this.access, principal);
+      }),
+      listBindings: this.unaryAs(async (r: pb.ListBindingsRequest, principal) => {
+        await this.node.router.barrier.wait().catch(() => undefined);
+        return listBindings(this.node.topology, this.access, principal, r);
+      }),
+      listConsumers: this.unaryAs((r: pb.ListConsumersRequest, principal, call) => this.listConsumers(r, principal, call)),
     };
     return options.viaPeer === true ? onlyViaPeer(handlers) : handlers;
   }

@@ -118,6 +118,19 @@ describe('permissions', () => {
     expect(await refusal(admin.deleteUser('temp'))).toMatchObject({ code: 'NOT_FOUND', reason: 'USER_NOT_FOUND' });
   });
 
+  it('lists only what the user has a permission on: queues, exchanges, bindings; consumers of a queue it may see', async () => {
+    await admin.declareQueue('hidden');
+    await admin.bind({ source: 'amq.direct', queue: 'orders', bindingKey: 'o' });
+    await admin.bind({ source: 'amq.direct', queue: 'hidden', bindingKey: 'h' });
+    const reader = clientOf(1, { username: 'reader', password: 'reader-pass' });
+    expect(Object.keys((await reader.clusterStatus()).queues)).toEqual(['orders']);
+    expect(await reader.listExchanges()).toEqual([]);
+    expect((await reader.listBindings()).map((b) => b.destination)).toEqual([{ queue: 'orders' }]);
+    expect(await reader.listConsumers('orders')).toEqual([]);
+    expect(await refusal(reader.listConsumers('hidden'))).toMatchObject({ code: 'PERMISSION_DENIED' });
+    expect((await admin.listBindings()).length).toBe(2);
+  });
+
   it('bad administration input is INVALID_ARGUMENT naming the problem', async () => {
     expect(await refusal(admin.setPermissions('reader', { configure: '(', write: '', read: '' }))).toMatchObject({
       code: 'INVALID_ARGUMENT',
