@@ -3,18 +3,27 @@
  * `quorumq node --config FILE`   one broker node
  * `quorumq cluster`              a local three-node cluster on loopback (what `npm start` runs)
  * `quorumq health --address A`   exit 0 when the node at A answers the gRPC health check SERVING
+ * `quorumq queues|exchanges|bindings|consumers|users ...`, `quorumq cluster status`, `quorumq whoami`:
+ *                                administer a running cluster (admin-commands.ts)
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
+import { addAdminCommands } from './admin-commands.js';
 import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
 import { nodeProcessArgs } from './node-process.js';
 import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
+
+/** The version in the CLI package's package.json. */
+function packageVersion(): string {
+  const file = fileURLToPath(new URL('../package.json', import.meta.url));
+  return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
+}
 
 function integer(value: string): number {
   const n = Number(value);
@@ -174,7 +183,9 @@ async function runCluster(options: {
   process.on('SIGTERM', stop);
 }
 
-const program = new Command('quorumq').description('quorumq: a message broker whose every queue is a Raft-replicated quorum queue');
+const program = new Command('quorumq')
+  .description('quorumq: a message broker whose every queue is a Raft-replicated quorum queue')
+  .version(packageVersion(), '-V, --version');
 program
   .command('node')
   .description('start one broker node')
@@ -202,4 +213,5 @@ program
   .option('--tls-key <file>', 'the client certificate\'s key (PEM)')
   .action(checkHealth);
 
+addAdminCommands(program);
 await program.parseAsync(process.argv);
