@@ -183,6 +183,7 @@ export class BrokerApi {
       if (forwarded.kind === 'anonymous' && this.node.config.requireAuthentication) throw unauthenticated(NO_CREDENTIALS);
       return forwarded;
     }
+    if (!this.authenticator.required) return ANONYMOUS;
     const credentials = credentialsOf(call);
     const first = await this.authenticator.check(credentials);
     if ('kind' in first) return first;
