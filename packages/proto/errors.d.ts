@@ -33,6 +33,7 @@ export declare const Reason: {
   /** A user RPC naming a user that does not exist. */
   readonly USER_NOT_FOUND: 'USER_NOT_FOUND';
   readonly QUEUE_NOT_FOUND: 'QUEUE_NOT_FOUND';
+  readonly NODE_NOT_FOUND: 'NODE_NOT_FOUND';
   readonly EXCHANGE_NOT_FOUND: 'EXCHANGE_NOT_FOUND';
   /** A move followed by id that no longer exists (spec 8). */
   readonly MOVE_NOT_FOUND: 'MOVE_NOT_FOUND';
@@ -52,6 +53,7 @@ export declare const Reason: {
   readonly MOVE_REPLACED: 'MOVE_REPLACED';
   /** A producer's sequence too far below the highest one stored to tell whether it was (spec 2). */
   readonly SEQUENCE_TOO_OLD: 'SEQUENCE_TOO_OLD';
+  readonly MEMBERSHIP_REFUSED: 'MEMBERSHIP_REFUSED';
 
   // PERMISSION_DENIED: e.g. declaring or deleting a built-in exchange.
   readonly PERMISSION_DENIED: 'PERMISSION_DENIED';

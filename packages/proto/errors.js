@@ -43,6 +43,8 @@ export const Reason = Object.freeze({
   /** A user RPC naming a user that does not exist. */
   USER_NOT_FOUND: 'USER_NOT_FOUND',
   QUEUE_NOT_FOUND: 'QUEUE_NOT_FOUND',
+  /** A membership RPC naming a node that is not a member of the cluster. */
+  NODE_NOT_FOUND: 'NODE_NOT_FOUND',
   EXCHANGE_NOT_FOUND: 'EXCHANGE_NOT_FOUND',
   /** A move followed by id that no longer exists (spec 8). */
   MOVE_NOT_FOUND: 'MOVE_NOT_FOUND',
@@ -62,6 +64,8 @@ export const Reason = Object.freeze({
   MOVE_REPLACED: 'MOVE_REPLACED',
   /** A producer's sequence too far below the highest one stored to tell whether it was (spec 2). */
   SEQUENCE_TOO_OLD: 'SEQUENCE_TOO_OLD',
+  /** A membership change that would leave a queue without a replica, or a node the cluster needs (docs/operations.md). */
+  MEMBERSHIP_REFUSED: 'MEMBERSHIP_REFUSED',
 
   // PERMISSION_DENIED: e.g. declaring or deleting a built-in exchange.
   PERMISSION_DENIED: 'PERMISSION_DENIED',

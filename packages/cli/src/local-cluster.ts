@@ -36,6 +36,8 @@ export interface LocalNode {
   expectExit: boolean;
   /** The tail of the node's stdout and stderr. */
   output: string;
+  /** Started with `join` (added to a running cluster: see LocalCluster.addNode). */
+  readonly join?: boolean;
 }
 
 /** A node process that exited without the cluster killing or stopping it. */
@@ -205,6 +207,32 @@ export class LocalCluster {
     }
   }
 
+  /**
+   * Prepares one more node (the next id, fresh ports and data directory), to be started with
+   * `join` and added through the AddNode RPC (`quorumq cluster add-node`). Not with TLS (its
+   * certificate would need the cluster CA's key: certificates.ts makes them up front).
+   */
+  async prepareJoiner(): Promise<LocalNode> {
+    if (this.certificates !== null) throw new Error('prepareJoiner: a TLS cluster makes its certificates up front');
+    const taken = new Set(this.nodes.map((n) => n.id));
+    let k = this.nodes.length + 1;
+    while (taken.has(`n${k}`)) k++;
+    const node: LocalNode = {
+      id: `n${k}`,
+      address: `127.0.0.1:${await freePort()}`,
+      peerAddress: `127.0.0.1:${await freePort()}`,
+      dataDir: join(this.root, `n${k}`),
+      metricsAddress: null,
+      process: null,
+      paused: false,
+      expectExit: false,
+      output: '',
+      join: true,
+    };
+    this.nodes.push(node);
+    return node;
+  }
+
   get ids(): string[] {
     return this.nodes.map((n) => n.id);
   }
@@ -239,6 +267,7 @@ export class LocalCluster {
         QUORUMQ_PEER_LISTEN: node.peerAddress,
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: node.dataDir,
+        ...(node.join === true ? { QUORUMQ_JOIN: 'true' } : {}),
         QUORUMQ_LOG_LEVEL: 'warn',
         // The cluster's own secret, unless `env` gives one (this process's does not count).
         QUORUMQ_CLUSTER_SECRET: '',

@@ -111,6 +111,12 @@ export interface QueueStatus {
   readonly bytes: number;
   readonly consumers: number;
   readonly term: number;
+  /** Nodes removed from `members` that still hold a replica until the queue's group dropped them. */
+  readonly retiring: readonly string[];
+  /** The group's configuration, as the answering node's replica knows it (empty without one there). */
+  readonly voters: readonly string[];
+  /** Members catching up before they vote. */
+  readonly learners: readonly string[];
 }
 
 export interface NodeStatus {
@@ -120,6 +126,12 @@ export interface NodeStatus {
   readonly diskAlarm: boolean;
   /** Resident memory above the node's high watermark: it refuses publishes (`MEMORY_ALARM`). */
   readonly memoryAlarm: boolean;
+  /** `active`, or `removing` (its replicas are moving away). */
+  readonly state: string;
+  /** Its peer listener. */
+  readonly peerAddress: string;
+  /** Whether it votes in the metadata group (a new node is a learner until caught up). */
+  readonly voter: boolean;
 }
 
 export interface ClusterStatus {
@@ -308,6 +320,47 @@ export class QuorumqClient {
     };
   }
 
+  // ------------------------------------------------------------------ membership (docs/operations.md)
+  // Each records the intent in the metadata and returns; the groups' leaders carry it out
+  // (a new replica catches up as a learner, then votes): follow it with clusterStatus().
+  // Each needs the `administrator` tag when the brokers require authentication.
+
+  /** Adds a node started with `join` (its peer listener at `peerAddress`) to the cluster. */
+  async addNode(node: string, peerAddress: string): Promise<{ changed: boolean }> {
+    return changed(await this.transport.unary(BrokerService.addNode, { node, peerAddress }));
+  }
+
+  /** Moves the node's queue replicas to `replacement` (or shrinks them away), then removes it. */
+  async removeNode(node: string, options: { replacement?: string } = {}): Promise<{ changed: boolean }> {
+    return changed(await this.transport.unary(BrokerService.removeNode, { node, replacement: options.replacement ?? '' }));
+  }
+
+  /** Adds a replica of the queue on `node`. */
+  async growQueue(queue: string, node: string): Promise<{ changed: boolean }> {
+    return changed(await this.transport.unary(BrokerService.growQueue, { queue, node }));
+  }
+
+  /** Removes the queue's replica on `node`. */
+  async shrinkQueue(queue: string, node: string): Promise<{ changed: boolean }> {
+    return changed(await this.transport.unary(BrokerService.shrinkQueue, { queue, node }));
+  }
+
+  /** Makes `node` the queue's preferred leader; the current leader hands over. */
+  async transferLeadership(queue: string, node: string): Promise<{ changed: boolean }> {
+    return changed(await this.transport.unary(BrokerService.transferLeadership, { queue, node }));
+  }
+
+  /** Spreads the queues' leaders over the reachable nodes. */
+  async rebalance(): Promise<{ changed: boolean }> {
+    return changed(await this.transport.unary(BrokerService.rebalance, {}));
+  }
+
+  /** The groups that would lose their majority if `node` stopped (empty lists: it is safe to stop). */
+  async quorumCritical(node: string): Promise<{ queues: string[]; metadata: boolean }> {
+    const response = await this.transport.unary(BrokerService.quorumCritical, { node });
+    return { queues: [...(response.queues ?? [])], metadata: response.metadata ?? false };
+  }
+
   async purgeQueue(name: string): Promise<{ messagesDropped: number }> {
     const response = await this.transport.unary(BrokerService.purgeQueue, { name });
     return { messagesDropped: wireNumber(response.messagesDropped) };
@@ -353,7 +406,16 @@ export class QuorumqClient {
     this.lastRefresh = Date.now();
     const nodes: Record<string, NodeStatus> = {};
     for (const n of response.nodes ?? []) {
-      const node: NodeStatus = { id: n.id ?? '', address: n.address ?? '', reachable: n.reachable ?? false, diskAlarm: n.diskAlarm ?? false, memoryAlarm: n.memoryAlarm ?? false };
+      const node: NodeStatus = {
+        id: n.id ?? '',
+        address: n.address ?? '',
+        reachable: n.reachable ?? false,
+        diskAlarm: n.diskAlarm ?? false,
+        memoryAlarm: n.memoryAlarm ?? false,
+        state: n.state || 'active',
+        peerAddress: n.peerAddress ?? '',
+        voter: n.voter ?? false,
+      };
       nodes[node.id] = node;
       this.transport.learnNode(node.id, node.address);
     }
@@ -383,6 +445,9 @@ export class QuorumqClient {
       bytes: wireNumber(q.bytes),
       consumers: q.consumers ?? 0,
       term: wireNumber(q.term),
+      retiring: [...(q.retiring ?? [])],
+      voters: [...(q.voters ?? [])],
+      learners: [...(q.learners ?? [])],
     };
   }
 
@@ -653,3 +718,5 @@ export interface ConsumerInfo {
   /** With single active consumer: whether this one is served (always true otherwise). */
   readonly active: boolean;
 }
+
+const changed = (response: { changed?: boolean | null }): { changed: boolean } => ({ changed: response.changed ?? false });

@@ -623,6 +623,11 @@ export class RaftNode {
     };
   }
 
+  /** Whether the latest configuration is committed (a leader proposes the next change only then). */
+  get configCommitted(): boolean {
+    return !this.configChangePending();
+  }
+
   /** The current role, without building a whole status. */
   get currentRole(): Role {
     return this.role;

@@ -27,8 +27,18 @@ export interface NodeConfig extends AuthConfig {
   readonly peerListen: string | null;
   /** host:port other nodes use to reach this node's peer listener: this node's entry in `peers`. */
   readonly peerAdvertise: string | null;
-  /** Every node of the cluster, this one included: id -> the address of its peer listener. */
+  /**
+   * Every node of the cluster, this one included: id -> the address of its peer listener.
+   * Once membership changed (docs/operations.md), the metadata names the nodes and `peers`
+   * only says where this node finds the cluster.
+   */
   readonly peers: ReadonlyMap<string, string>;
+  /**
+   * This node joins a running cluster (`quorumq cluster add-node` adds it): it starts with no
+   * configuration of its own and waits for the cluster's leader, instead of founding a cluster
+   * with `peers`. Ignored once the node has state.
+   */
+  readonly join: boolean;
   /** TLS on the client listener, or null for plaintext. */
   readonly tls: ClientTlsConfig | null;
   /** Mutual TLS on the peer listener and the node's peer channels, or null for plaintext. */
@@ -147,6 +157,7 @@ const ENV: Record<string, string> = {
   QUORUMQ_PEER_LISTEN: 'peerListen',
   QUORUMQ_PEER_ADVERTISE: 'peerAdvertise',
   QUORUMQ_PEERS: 'peers',
+  QUORUMQ_JOIN: 'join',
   QUORUMQ_TLS_CERT_FILE: 'tlsCertFile',
   QUORUMQ_TLS_KEY_FILE: 'tlsKeyFile',
   QUORUMQ_TLS_CA_FILE: 'tlsCaFile',
@@ -183,6 +194,13 @@ const ENV: Record<string, string> = {
   QUORUMQ_CLUSTER_SECRET: 'clusterSecret',
   QUORUMQ_CLUSTER_SECRET_FILE: 'clusterSecretFile',
 };
+
+function flag(raw: Raw, key: string): boolean {
+  const value = raw[key];
+  if (value === undefined || value === false || value === 'false' || value === '0') return false;
+  if (value === true || value === 'true' || value === '1') return true;
+  throw new ConfigError(`${key} must be true or false, got ${JSON.stringify(value)}`);
+}
 
 /** A cluster secret is at least this long (`openssl rand -hex 32` makes one of 64). */
 export const CLUSTER_SECRET_MIN_LENGTH = 16;
@@ -329,6 +347,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     peerListen,
     peerAdvertise,
     peers,
+    join: flag(raw, 'join'),
     tls: clientTlsConfig(raw),
     peerTls,
     tlsRefreshMs,

@@ -15,6 +15,7 @@ import type { DeadLetterWorker } from './dead-letter-worker.js';
 import type { EffectRunner } from './effect-runner.js';
 import { unavailable, Reason } from './errors.js';
 import type { LocalQueue } from './local-queue.js';
+import type { MemberChanges } from './member-changes.js';
 import type { NodeMetrics } from './metrics.js';
 import type { MoveWorker } from './move-worker.js';
 import type { NodeEnv, Timer } from './node-env.js';
@@ -31,6 +32,8 @@ export interface LeaderDutiesParts {
   readonly effects: EffectRunner;
   readonly deadLetters: DeadLetterWorker;
   readonly moves: MoveWorker;
+  /** Makes a led group's configuration follow the queue's members (member-changes.ts). */
+  readonly memberChanges: MemberChanges;
   readonly link: Pick<PeerLink, 'isConnected'>;
   addressOf(node: string | null): string | null;
   isStopping(): boolean;
@@ -97,6 +100,17 @@ export class LeaderDuties {
     duties.readyTerm = 0;
     this.parts.deadLetters.forget(queue);
     this.parts.moves.forget(queue);
+    this.parts.memberChanges.forget(queue);
+  }
+
+  /**
+   * The queue's members changed in the metadata: the leader changes its group to match, and
+   * hands leadership to a new preferred leader (rebalance) even with consumers attached.
+   */
+  membersChanged(queue: LocalQueue): void {
+    if (!queue.group.isLeader || this.of(queue).readyTerm !== queue.group.raft.currentTerm) return;
+    this.parts.memberChanges.check(queue);
+    this.maybeRebalance(queue, true);
   }
 
   /** After each batch applied: the first one of a term this node leads starts the term's duties. */
@@ -114,21 +128,26 @@ export class LeaderDuties {
       if (!parts.consumers.has(consumerId)) parts.router.proposeLocal(queue, { type: 'consumerDown', consumerId }).catch(() => {});
     }
     parts.effects.run(queue, leaderEffects(queue.replica.state, parts.env.now()));
-    this.maybeRebalance(queue);
+    parts.memberChanges.check(queue);
+    this.maybeRebalance(queue, false);
   }
 
-  /** Spread leaders: the first member of a queue is its preferred leader. */
-  private maybeRebalance(queue: LocalQueue): void {
-    const preferred = queue.definition.members[0];
+  /**
+   * Spread leaders: the first member of a queue is its preferred leader. `requested`: an
+   * operator's rebalance changed it (else: a new term started elsewhere than preferred).
+   */
+  private maybeRebalance(queue: LocalQueue, requested: boolean): void {
     const { parts } = this;
-    if (preferred === undefined || preferred === parts.nodeId) return;
-    parts.env.after(REBALANCE_AFTER_MS, () => {
-      if (!queue.group.isLeader || parts.isStopping()) return;
+    if (queue.definition.members[0] === undefined || queue.definition.members[0] === parts.nodeId) return;
+    parts.env.after(requested ? 0 : REBALANCE_AFTER_MS, () => {
+      const preferred = queue.definition.members[0];
+      if (preferred === undefined || preferred === parts.nodeId || !queue.group.isLeader || parts.isStopping()) return;
       // Moving the leader ends its consumers' streams (they resubscribe, their unacked
-      // messages are redelivered): only rebalance a queue nobody is consuming here.
-      if (parts.consumers.servesQueue(queue.definition.name)) return;
+      // messages are redelivered): unasked, only rebalance a queue nobody is consuming here.
+      if (!requested && parts.consumers.servesQueue(queue.definition.name)) return;
       const progress = queue.group.status().progress.get(preferred);
-      if (progress !== undefined && progress.match >= queue.group.raft.lastIndex && parts.link.isConnected(preferred)) {
+      // Asked for, the core catches the target up before it hands over (RaftNode.transferLeadership).
+      if (progress !== undefined && (requested || progress.match >= queue.group.raft.lastIndex) && parts.link.isConnected(preferred)) {
         parts.logger.info({ queue: queue.definition.name, to: preferred }, 'handing leadership to the preferred leader');
         queue.group.transferLeadership(preferred);
       }

@@ -5,7 +5,8 @@ import type { RaftGroup } from './raft-group.js';
 import type { EntryBatcher } from './entry-batcher.js';
 
 export interface LocalQueue {
-  readonly definition: QueueDefinition;
+  /** The newest definition (its members change with grow, shrink, node removal and rebalance). */
+  definition: QueueDefinition;
   readonly replica: QueueReplica;
   readonly group: RaftGroup<QueueApplyResult>;
   /** Batches what this node proposes to the queue while it leads it. */

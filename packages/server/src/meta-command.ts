@@ -9,6 +9,7 @@
 import type { QueueArgumentsInput, TopologyCommand } from '@quorumq/queue';
 import type { NodeId } from '@quorumq/raft';
 
+import { peerAddressProblem, type SeedNode } from './cluster-nodes.js';
 import { decodeJson } from './json-codec.js';
 import type { MetaCommand } from './meta-machine.js';
 import { PASSWORD_HASH_LENGTH_MAX, permissionsProblem, tagsProblem, userNameProblem, type Permissions } from './users.js';
@@ -86,6 +87,15 @@ export function parseMetaCommand(value: unknown): ParsedMetaCommand {
     case 'setPermissions':
     case 'clearPermissions':
       return parseUserCommand(value);
+    case 'addNode':
+    case 'removeNode':
+    case 'nodeRemoved':
+    case 'growQueue':
+    case 'shrinkQueue':
+    case 'retireReplica':
+    case 'preferLeader':
+    case 'rebalance':
+      return parseMembershipCommand(value);
     case 'batch':
       return bad('a batch of metadata commands is not one command (only the leader batches them)');
     default:
@@ -170,6 +180,67 @@ function parseUserCommand(value: Fields): ParsedMetaCommand {
       };
     }
   }
+}
+
+/** The node and queue membership commands (cluster-nodes.ts, queue-membership.ts). */
+function parseMembershipCommand(value: Fields): ParsedMetaCommand {
+  const type = value['type'] as 'addNode' | 'removeNode' | 'nodeRemoved' | 'growQueue' | 'shrinkQueue' | 'retireReplica' | 'preferLeader' | 'rebalance';
+  const nodeField = type === 'addNode' || type === 'removeNode' || type === 'nodeRemoved' ? 'id' : 'node';
+  let seed: SeedNode[] | undefined;
+  if (value['seed'] !== undefined) {
+    const problem = seedProblem(value['seed']);
+    if (problem !== null) return bad(`${type}: ${problem}`);
+    seed = (value['seed'] as SeedNode[]).map((node) => ({ id: node.id, peerAddress: node.peerAddress }));
+  }
+  const withSeed = seed !== undefined ? { seed } : {};
+  if (type === 'rebalance') {
+    const problem = memberListProblem(value['nodes']);
+    if (problem !== null) return bad(`rebalance: ${problem.replace('members', 'nodes')}`);
+    return { ok: true, command: { type, nodes: [...(value['nodes'] as NodeId[])] } };
+  }
+  const node = value[nodeField];
+  if (typeof node !== 'string' || !NODE_ID.test(node)) return bad(`${type}: ${nodeField} must be a node id, got ${describe(node)}`);
+  switch (type) {
+    case 'addNode': {
+      const problem = peerAddressProblem(value['peerAddress']);
+      if (problem !== null) return bad(`addNode: ${problem}`);
+      return { ok: true, command: { type, id: node, peerAddress: value['peerAddress'] as string, ...withSeed } };
+    }
+    case 'removeNode': {
+      const replacement = value['replacement'];
+      if (replacement !== undefined && !(typeof replacement === 'string' && NODE_ID.test(replacement))) {
+        return bad(`removeNode: replacement must be a node id, got ${describe(replacement)}`);
+      }
+      return { ok: true, command: { type, id: node, ...(replacement !== undefined ? { replacement: replacement as string } : {}), ...withSeed } };
+    }
+    case 'nodeRemoved':
+      return { ok: true, command: { type, id: node } };
+    default: {
+      const name = value['name'];
+      if (typeof name !== 'string') return bad(`${type}: name must be a string, got ${describe(name)}`);
+      if (type === 'retireReplica') {
+        const createdIndex = value['createdIndex'];
+        if (!(typeof createdIndex === 'number' && Number.isSafeInteger(createdIndex) && createdIndex >= 1)) {
+          return bad(`retireReplica: createdIndex must be a log index, got ${describe(createdIndex)}`);
+        }
+        return { ok: true, command: { type, name, createdIndex, node } };
+      }
+      return { ok: true, command: type === 'growQueue' ? { type, name, node, ...withSeed } : { type, name, node } };
+    }
+  }
+}
+
+function seedProblem(seed: unknown): string | null {
+  if (!Array.isArray(seed) || seed.length === 0 || seed.length > QUEUE_MEMBERS_MAX) return `seed must be a list of 1 to ${QUEUE_MEMBERS_MAX} nodes`;
+  const seen = new Set<string>();
+  for (const node of seed) {
+    if (!isObject(node) || typeof node['id'] !== 'string' || !NODE_ID.test(node['id'])) return `seed: each node needs an id, got ${describe(node)}`;
+    if (seen.has(node['id'])) return `seed names ${node['id']} twice`;
+    seen.add(node['id']);
+    const problem = peerAddressProblem(node['peerAddress']);
+    if (problem !== null) return `seed: ${problem}`;
+  }
+  return null;
 }
 
 const permissionsOf = (value: unknown): Permissions => {

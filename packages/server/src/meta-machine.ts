@@ -24,6 +24,8 @@ import type { Entry, NodeId } from '@quorumq/raft';
 import { decodeJson, encodeJson } from './json-codec.js';
 import { decodeMetaEntry, type ParsedMetaCommand } from './meta-command.js';
 import type { GroupMachine } from './raft-group.js';
+import { ClusterNodes, type NodeCommand, type NodeRecord } from './cluster-nodes.js';
+import { QueueMembership, type QueueMemberCommand } from './queue-membership.js';
 import { Users, type UserCommand, type UserRecord } from './users.js';
 
 export const QUEUE_NAME_BYTES_MAX = 255;
@@ -31,7 +33,12 @@ export const QUEUE_NAME_BYTES_MAX = 255;
 export interface QueueDefinition {
   readonly name: string;
   readonly args: QueueArguments;
+  /** The nodes its Raft group should have as voters, the preferred leader first (queue-membership.ts). */
   readonly members: readonly NodeId[];
+  /** Nodes removed from `members` whose removal from the group is not yet seen done: they keep their replica. */
+  readonly retiring?: readonly NodeId[];
+  /** The members it was declared with (set by its first membership change): a new replica's bootstrap configuration. */
+  readonly initialMembers?: readonly NodeId[];
   /** The metadata index that created it: a queue re-created under the same name is a new group. */
   readonly createdIndex: number;
   /** The proposer's clock at creation: the queue's `expires` lease starts here. */
@@ -52,6 +59,9 @@ export type MetaCommand =
   | { readonly type: 'deleteQueue'; readonly name: string; readonly reason: string; readonly createdIndex?: number }
   /** Users and permissions (users.ts). */
   | UserCommand
+  /** The cluster's nodes (cluster-nodes.ts) and which of them hold each queue (queue-membership.ts). */
+  | NodeCommand
+  | QueueMemberCommand
   /** Changes nothing: its index tells a node how far to catch up to see every earlier change. */
   | { readonly type: 'barrier' };
 
@@ -82,6 +92,8 @@ export interface MetaSnapshot {
   readonly appliedIndex?: number;
   /** Users and permissions (absent in snapshots of releases before them: none). */
   readonly users?: readonly UserRecord[];
+  /** The node registry (absent before membership changes existed: unmanaged). */
+  readonly nodes?: readonly NodeRecord[];
 }
 
 export class MetaMachine implements GroupMachine<MetaReply> {
@@ -89,14 +101,23 @@ export class MetaMachine implements GroupMachine<MetaReply> {
   readonly queues = new Map<string, QueueDefinition>();
   /** Users and their permissions (users.ts). */
   readonly users = new Users();
+  /** The cluster's nodes, once membership changes began (cluster-nodes.ts). */
+  readonly nodes = new ClusterNodes();
+  private readonly membership = new QueueMembership(this.queues, this.nodes);
   /**
    * The index of the last entry applied (or the snapshot restored): every queue created at
    * or below it that is not in `queues` is deleted for good (its group id names its index).
    */
   appliedIndex = 0;
 
-  /** `onChange(name)`: queue `name` was declared or deleted; `onChange(null)`: any may have changed (restore). */
-  constructor(private readonly onChange: (queue: string | null) => void) {}
+  /**
+   * `onChange(name)`: queue `name` was declared, deleted or its members changed;
+   * `onChange(null)`: any may have changed (restore). `onNodes()`: the node registry changed.
+   */
+  constructor(
+    private readonly onChange: (queue: string | null) => void,
+    private readonly onNodes: () => void = () => {},
+  ) {}
 
   /**
    * Applies one committed entry: one command, or a batch of them applied in order, each
@@ -138,12 +159,43 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     return { ...reply, index };
   }
 
+  /** The node and queue membership commands (cluster-nodes.ts, queue-membership.ts). */
+  private applyMembership(command: NodeCommand | QueueMemberCommand): MetaReply {
+    if ('seed' in command) this.nodes.seed(command.seed);
+    let reply;
+    switch (command.type) {
+      case 'addNode': {
+        const added = this.nodes.add(command.id, command.peerAddress);
+        if (added.ok && added.changed) this.onNodes();
+        return added;
+      }
+      case 'nodeRemoved': {
+        const removed = this.nodes.markRemoved(command.id);
+        if (removed.ok && removed.changed) this.onNodes();
+        return removed;
+      }
+      case 'removeNode': {
+        const problem = this.nodes.removalProblem(command.id, command.replacement);
+        if (problem !== null) return problem;
+        reply = this.membership.removeNode(command.id, command.replacement);
+        if (reply.ok && this.nodes.markRemoving(command.id)) this.onNodes();
+        break;
+      }
+      default:
+        reply = this.membership.apply(command);
+    }
+    if (!reply.ok) return reply;
+    for (const name of reply.queues) this.onChange(name);
+    return { ok: true, changed: reply.changed };
+  }
+
   snapshot(): Uint8Array {
     const snapshot: MetaSnapshot = {
       topology: encodeTopologySnapshot(snapshotTopology(this.topology)),
       queues: [...this.queues.values()],
       appliedIndex: this.appliedIndex,
       users: this.users.snapshot(),
+      ...(this.nodes.managed ? { nodes: this.nodes.snapshot() } : {}),
     };
     return encodeJson(snapshot);
   }
@@ -155,7 +207,9 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     for (const q of snapshot.queues) this.queues.set(q.name, q);
     this.appliedIndex = typeof snapshot.appliedIndex === 'number' && Number.isSafeInteger(snapshot.appliedIndex) ? snapshot.appliedIndex : 0;
     this.users.restore(snapshot.users ?? []);
+    this.nodes.restore(snapshot.nodes ?? []);
     this.onChange(null);
+    this.onNodes();
   }
 
   private applyCommand(command: MetaCommand, index: number): MetaReply {
@@ -171,6 +225,15 @@ export class MetaMachine implements GroupMachine<MetaReply> {
       case 'setPermissions':
       case 'clearPermissions':
         return this.users.apply(command);
+      case 'addNode':
+      case 'removeNode':
+      case 'nodeRemoved':
+      case 'growQueue':
+      case 'shrinkQueue':
+      case 'retireReplica':
+      case 'preferLeader':
+      case 'rebalance':
+        return this.applyMembership(command);
       case 'deleteQueue': {
         const existing = this.queues.get(command.name);
         if (existing === undefined) return { ok: true, changed: false };
@@ -231,7 +294,9 @@ export class MetaMachine implements GroupMachine<MetaReply> {
       }
       return { ok: true, changed: false, warnings, queue: existing };
     }
-    if (command.members.length === 0) {
+    // A proposer's view of the nodes may be stale: only active nodes get replicas.
+    const members = this.nodes.managed ? command.members.filter((id) => this.nodes.get(id)?.state === 'active') : command.members;
+    if (members.length === 0) {
       return { ok: false, code: 'INVALID_ARGUMENT', reason: Reason.NO_MEMBERS, message: 'a queue needs at least one replica' };
     }
     const reply = this.topology.apply({ type: 'declareQueue', name: command.name });
@@ -241,7 +306,7 @@ export class MetaMachine implements GroupMachine<MetaReply> {
     const definition: QueueDefinition = {
       name: command.name,
       args,
-      members: [...command.members],
+      members: [...members],
       createdIndex: index,
       ...(command.createdAt !== undefined ? { createdAt: command.createdAt } : {}),
     };

@@ -16,6 +16,7 @@ import type { NodeId, SoftState } from '@quorumq/raft';
 import { LevelKvStore, MessageStore, NodeStorage, NodeWalFs, type MessageStoreApi } from '@quorumq/storage';
 
 import { AdoptedBodies } from './adopted-bodies.js';
+import { ClusterDirectory } from './cluster-directory.js';
 import type { ReplicaTestOnlyBugs } from './queue-replica.js';
 import type { Logger } from 'pino';
 
@@ -27,6 +28,7 @@ import { BrokerError, Reason, Status, unavailable } from './errors.js';
 import { LeaderDuties } from './leader-duties.js';
 import type { LeaderWorkContext } from './leader-work.js';
 import { META_GROUP } from './local-queue.js';
+import { MemberChanges } from './member-changes.js';
 import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics } from './metrics.js';
@@ -71,6 +73,8 @@ export interface BrokerNodeParts {
   readonly link: PeerLink;
   readonly logger: Logger;
   readonly metrics: NodeMetrics;
+  /** Who the cluster's nodes are (shared with the peer listener's authenticator); from `config.peers` when not given. */
+  readonly directory?: ClusterDirectory;
   /** The node cannot go on (a storage error): the process must stop (it restarts from its WAL). */
   readonly onFatal: (error: unknown) => void;
   /** How each Raft group is set up beyond the config (the simulator's checkers). */
@@ -88,6 +92,8 @@ export interface BrokerNodeHost {
   readonly residentMemoryBytes?: () => number;
   /** The peer channels' TLS (tls-credentials.ts); plaintext when not given. */
   readonly peerCredentials?: PeerCredentials;
+  /** Who the cluster's nodes are (the peer listener's authenticator reads it too). */
+  readonly directory?: ClusterDirectory;
 }
 
 export class BrokerNode {
@@ -103,6 +109,10 @@ export class BrokerNode {
   readonly queues: QueueReplicas;
   readonly consumers = new ConsumerRegistry();
   readonly router: ProposalRouter;
+  /** Who the cluster's nodes are now (the configuration's peers, then the metadata's registry). */
+  readonly directory: ClusterDirectory;
+  /** Groups' configurations follow the metadata's members (member-changes.ts). */
+  readonly memberChanges: MemberChanges;
   /** Warnings a peer can cause over and over (refused calls and messages), rate-limited. */
   readonly warnings: WarnLimiter;
   diskAlarm = false;
@@ -140,18 +150,25 @@ export class BrokerNode {
     const groupSetup = parts.groupSetup ?? (() => ({}));
     const isStopping = (): boolean => this.stopping;
     const fatal = (error: unknown): void => this.fatal(error);
-    this.liveness = new PeerLiveness(
-      [...config.peers.keys()].filter((id) => id !== config.nodeId),
-      config.electionTicks * config.tickMs,
-      env.now(),
-    );
+    this.directory = parts.directory ?? new ClusterDirectory(config.nodeId, config.peers);
+    const others = (): NodeId[] => this.directory.ids().filter((id) => id !== config.nodeId);
+    this.liveness = new PeerLiveness(others(), config.electionTicks * config.tickMs, env.now());
+    this.directory.onChange((added, removed) => {
+      link.setPeers(this.directory.peers());
+      this.liveness.setPeers(others(), env.now());
+      for (const id of removed) this.clientAddresses.delete(id);
+      logger.info({ added, removed, nodes: this.directory.ids() }, 'cluster nodes changed');
+    });
     const doubtLeader = (peer: NodeId): void => {
       if (this.liveness.confirmSilent(peer, env.now())) this.onPeerSilent(peer, 'a member asks for votes against it');
     };
     const isPeerSilent = (peer: NodeId): boolean => this.liveness.isSilent(peer);
 
     this.idleMemory = new IdleMemory(() => this.queues.all(), parts.heapTrim ?? null);
-    this.meta = new MetaMachine((name) => this.queues.reconcileSoon(name));
+    this.meta = new MetaMachine(
+      (name) => this.queues.reconcileSoon(name),
+      () => this.directory.refresh(this.meta.nodes),
+    );
     this.early = new EarlyMessages(2 * config.electionTicks * config.tickMs);
     this.queues = new QueueReplicas({
       env,
@@ -185,12 +202,13 @@ export class BrokerNode {
       nodeId: config.nodeId,
       storage,
       machine: this.meta,
-      initialVoters: [...config.peers.keys()].sort(),
+      // A joining node knows no configuration: the cluster's leader adds it as a learner.
+      initialVoters: config.join ? [] : [...config.peers.keys()].sort(),
       send: (groupId, messages) => link.send(groupId, messages),
       onSoftState: (state) => this.onMetaSoftState(state),
       onApplied: () => this.router.onMetaApplied(),
       onFatal: fatal,
-      knownMember: (from) => config.peers.has(from),
+      knownMember: (from) => this.directory.has(from),
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
       ticker: this.groupTicks,
@@ -204,6 +222,7 @@ export class BrokerNode {
     this.router = new ProposalRouter({
       env,
       config,
+      directory: this.directory,
       link,
       metrics,
       meta: this.meta,
@@ -224,6 +243,16 @@ export class BrokerNode {
     };
     const deadLetters = new DeadLetterWorker(work, parts.testOnlyBugs?.deadLetter);
     const moves = new MoveWorker(work, parts.testOnlyBugs?.move);
+    this.memberChanges = new MemberChanges({
+      env,
+      logger,
+      nodeId: config.nodeId,
+      link,
+      nodes: this.meta.nodes,
+      queueDefinitions: () => this.meta.queues.values(),
+      proposeMeta: (command) => this.router.proposeMeta(command),
+      isStopping,
+    });
     let duties: LeaderDuties | null = null;
     const effects = new EffectRunner({
       consumers: this.consumers,
@@ -244,6 +273,7 @@ export class BrokerNode {
       effects,
       deadLetters,
       moves,
+      memberChanges: this.memberChanges,
       link,
       addressOf: (node) => this.addressOf(node),
       isStopping,
@@ -299,9 +329,10 @@ export class BrokerNode {
       segmentBytes: config.messageStoreSegmentBytes,
       logger: { warn: (message: string) => logger.warn(message) },
     });
+    const directory = host.directory ?? new ClusterDirectory(config.nodeId, config.peers);
     const transport = new PeerTransport(
       config.nodeId,
-      config.peers,
+      directory.peers(),
       config.clusterSecret,
       logger,
       (messages) => {
@@ -313,7 +344,7 @@ export class BrokerNode {
     const memoryAlarm = MemoryAlarm.ofProcess(config, logger, metrics, host.residentMemoryBytes);
     const heap = loadHeapTrim();
     for (const missing of heap.missing) logger.info(`an idle node gives memory back to the system without a part: ${missing}`);
-    node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, logger, metrics, onFatal, memoryAlarm, heapTrim: heap.trim });
+    node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, directory, logger, metrics, onFatal, memoryAlarm, heapTrim: heap.trim });
     await node.checkDisk();
     memoryAlarm.check();
     const started = node;
@@ -370,7 +401,7 @@ export class BrokerNode {
 
   /** An authenticated peer told its client address (on its Raft stream). */
   learnClientAddress(peer: NodeId, address: string): void {
-    if (peer === this.nodeId || !this.config.peers.has(peer)) return;
+    if (peer === this.nodeId || !this.directory.has(peer)) return;
     const before = this.clientAddresses.get(peer);
     if (before === address) return;
     this.clientAddresses.set(peer, address);
@@ -389,6 +420,8 @@ export class BrokerNode {
     for (const peer of this.liveness.check(now)) this.onPeerSilent(peer, 'no batch for an election timeout');
     this.early.expire(now);
     this.groupTicks.tick(now);
+    // The metadata group's voters follow the node registry (on its leader; cheap without changes).
+    if (this.ticks % 4 === 0 && this.metaGroup.isLeader) this.memberChanges.checkMeta(this.metaGroup as RaftGroup<unknown>);
   }
 
   /** A batch or a beat arrived from `peer` (see PeerLiveness). */
@@ -419,7 +452,7 @@ export class BrokerNode {
     // Never step a message meant for another node into this one (the core would rightly
     // call that an invariant violation); the transport refuses such streams.
     if (message.to !== this.nodeId) return;
-    if (message.from === this.nodeId || !this.config.peers.has(message.from)) {
+    if (message.from === this.nodeId || !this.directory.has(message.from)) {
       this.refuseMessage('not_a_member', envelope);
       return;
     }
@@ -531,7 +564,7 @@ export class BrokerNode {
     if (this.stopping) return;
     const led = [this.metaGroup as RaftGroup<unknown>, ...[...this.queues.all()].map((q) => q.group as RaftGroup<unknown>)].filter((g) => g.isLeader);
     for (const group of led) {
-      const target = [...this.config.peers.keys()].find((id) => id !== this.nodeId && this.link.isConnected(id) && group.status().progress.has(id));
+      const target = this.directory.ids().find((id) => id !== this.nodeId && this.link.isConnected(id) && group.status().progress.has(id));
       if (target !== undefined) group.transferLeadership(target);
     }
     if (led.length > 0) {

@@ -59,7 +59,8 @@ export class PeerAuthenticator {
 
   constructor(
     private readonly selfId: NodeId,
-    private readonly peers: ReadonlyMap<NodeId, string>,
+    /** The cluster's nodes now (cluster-directory.ts): a removed node's calls are refused. */
+    private readonly peers: { has(id: NodeId): boolean },
     secret: string | null,
     /** The peer listener requires client certificates from the cluster CA (peer mutual TLS). */
     private readonly mutualTls = false,

@@ -32,5 +32,7 @@ export interface PeerLink {
    * (see PeerLiveness).
    */
   beat(): void;
+  /** The cluster's nodes changed (cluster-directory.ts): every node's peer address, this one's included. */
+  setPeers(peers: ReadonlyMap<NodeId, string>): void;
   close(): void;
 }

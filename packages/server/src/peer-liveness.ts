@@ -66,6 +66,17 @@ export class PeerLiveness {
     return now - before.at - (this.stalledMs - before.stalledMs) >= this.backAfterMs;
   }
 
+  /** The peers changed (membership): a new one counts as heard now, a removed one is forgotten. */
+  setPeers(peers: Iterable<NodeId>, now: number): void {
+    const wanted = new Set(peers);
+    for (const peer of [...this.lastHeard.keys()]) {
+      if (wanted.has(peer)) continue;
+      this.lastHeard.delete(peer);
+      this.silent.delete(peer);
+    }
+    for (const peer of wanted) if (!this.lastHeard.has(peer)) this.lastHeard.set(peer, { at: now, stalledMs: this.stalledMs });
+  }
+
   /** Whether `peer` was reported silent and has not been heard from since. */
   isSilent(peer: NodeId): boolean {
     return this.silent.has(peer);

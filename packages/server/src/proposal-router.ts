@@ -4,6 +4,8 @@
  * the leader is unknown or moves, until the request timeout. Also the receiving end of
  * forwarded proposals (Peer.Propose), metadata proposals, and the metadata read barrier.
  */
+import { replicaNodes } from './queue-membership.js';
+import type { ClusterDirectory } from './cluster-directory.js';
 import { quorumq } from '@quorumq/proto';
 import { REASON_TRAILER } from '@quorumq/proto/errors';
 import type { Command, Reply } from '@quorumq/queue';
@@ -33,7 +35,9 @@ const FORWARDING_BATCHERS_MAX = 10_000;
 
 export interface RouterParts {
   readonly env: NodeEnv;
-  readonly config: Pick<NodeConfig, 'nodeId' | 'peers' | 'requestTimeoutMs' | 'electionTicks' | 'tickMs'>;
+  readonly config: Pick<NodeConfig, 'nodeId' | 'requestTimeoutMs' | 'electionTicks' | 'tickMs'>;
+  /** The cluster's nodes now (cluster-directory.ts). */
+  readonly directory: Pick<ClusterDirectory, 'ids' | 'has' | 'peerAddress'>;
   readonly link: Pick<PeerLink, 'propose'>;
   readonly metrics: NodeMetrics;
   readonly meta: MetaMachine;
@@ -137,7 +141,7 @@ export class ProposalRouter {
       () => {
         const definition = meta.queues.get(name);
         if (definition === undefined) throw notFound(Reason.QUEUE_NOT_FOUND, `queue ${JSON.stringify(name)} does not exist`);
-        return { groupId: queueGroupId(definition), local: this.parts.localQueue(name)?.group ?? null, members: definition.members };
+        return { groupId: queueGroupId(definition), local: this.parts.localQueue(name)?.group ?? null, members: replicaNodes(definition) };
       },
       async (group, deadline) => {
         // A copy for each proposal: an earlier attempt's entry may still be in this node's
@@ -162,7 +166,7 @@ export class ProposalRouter {
     if (!checked.ok) return malformedCommand(checked.problem);
     const data = encodeJson(command);
     const reply = await this.withLeader(
-      () => ({ groupId: META_GROUP, local: this.parts.metaGroup, members: [...this.parts.config.peers.keys()] }),
+      () => ({ groupId: META_GROUP, local: this.parts.metaGroup, members: this.parts.directory.ids() }),
       // On the leader, this turn's commands share one entry.
       async (_group, deadline) => this.metaBatcher.add(checked.command, deadline),
       data,
@@ -181,7 +185,7 @@ export class ProposalRouter {
     if (!parsed.ok) return parsed;
     const command = parsed.command;
     if (command.type !== 'declareQueue' || command.passive) return parsed;
-    const stranger = command.members.find((member) => !this.parts.config.peers.has(member));
+    const stranger = command.members.find((member) => !this.parts.directory.has(member));
     return stranger === undefined ? parsed : { ok: false, problem: `declareQueue: ${stranger} is not a node of this cluster` };
   }
 
@@ -301,7 +305,7 @@ export class ProposalRouter {
     }
     const known = locate().local?.leaderId ?? null;
     const detail = lastError instanceof Error ? `: ${lastError.message}` : isServiceError(lastError) ? `: ${lastError.details}` : '';
-    throw unavailable(Reason.NO_QUORUM, `no leader of ${what} answered within ${config.requestTimeoutMs} ms${detail}`, known === null ? null : (config.peers.get(known) ?? null));
+    throw unavailable(Reason.NO_QUORUM, `no leader of ${what} answered within ${config.requestTimeoutMs} ms${detail}`, known === null ? null : (this.parts.directory.peerAddress(known) ?? null));
   }
 
   /**

@@ -19,6 +19,7 @@ import type { NodeMetrics } from './metrics.js';
 import type { NodeEnv } from './node-env.js';
 import type { PeerLink } from './peer-link.js';
 import type { ProposalRouter } from './proposal-router.js';
+import { initialVoters, replicaNodes } from './queue-membership.js';
 import { QueueReplica, type QueueApplyResult, type ReplicaTestOnlyBugs } from './queue-replica.js';
 import type { GroupTicker } from './group-ticker.js';
 import { RaftGroup, type GroupObserver, type GroupTestOnlyBugs, type RaftTuning } from './raft-group.js';
@@ -161,9 +162,16 @@ export class QueueReplicas {
     const { meta, nodeId } = this.parts;
     const definition = meta.queues.get(name);
     const existing = this.queues.get(name);
-    const wanted = definition !== undefined && definition.members.includes(nodeId) ? definition : undefined;
-    if (existing !== undefined && existing.definition.createdIndex === wanted?.createdIndex) return;
-    if (existing !== undefined) this.drop(existing, wanted === undefined ? 'the queue was deleted' : 'the queue was re-created');
+    const wanted = definition !== undefined && replicaNodes(definition).includes(nodeId) ? definition : undefined;
+    if (existing !== undefined && wanted !== undefined && existing.definition.createdIndex === wanted.createdIndex) {
+      // Its members changed (grow, shrink, a node's removal, rebalance): the leader acts on it.
+      if (existing.definition !== wanted) {
+        existing.definition = wanted;
+        this.wiring?.duties.membersChanged(existing);
+      }
+      return;
+    }
+    if (existing !== undefined) this.drop(existing, wanted === undefined ? (definition === undefined ? 'the queue was deleted' : 'the replica was removed from this node') : 'the queue was re-created');
     if (wanted !== undefined) this.create(wanted);
   }
 
@@ -217,7 +225,7 @@ export class QueueReplicas {
       nodeId: parts.nodeId,
       storage: parts.storage,
       machine: replica,
-      initialVoters: [...definition.members],
+      initialVoters: [...initialVoters(definition)],
       send: (id, messages) => parts.link.send(id, messages),
       onSoftState: (state) => {
         if (local !== null) wiring.duties.onSoftState(local, state);
@@ -240,7 +248,7 @@ export class QueueReplicas {
       // The metadata names the queue's members (a later membership change goes through it).
       knownMember: (from) => {
         const current = parts.meta.queues.get(definition.name);
-        return current !== undefined && current.createdIndex === definition.createdIndex && current.members.includes(from);
+        return current !== undefined && current.createdIndex === definition.createdIndex && replicaNodes(current).includes(from);
       },
       electionTicks: parts.electionTicks,
       heartbeatTicks: parts.heartbeatTicks,
@@ -253,7 +261,8 @@ export class QueueReplicas {
     this.queues.set(definition.name, local);
     // A new queue's preferred leader (its first member: placement spreads them) elects itself
     // at once: every replica was just created, none waits for a leader it had.
-    if (group.isBrandNew && definition.members[0] === parts.nodeId) group.campaign();
+    // A replica added later (grow, a replacement) waits for the leader instead.
+    if (group.isBrandNew && definition.initialMembers === undefined && definition.members[0] === parts.nodeId) group.campaign();
     parts.onGroupCreated?.(group);
     parts.logger.info({ queue: definition.name, members: definition.members }, 'queue replica started');
   }

@@ -157,7 +157,8 @@ export async function startNode(
       peerListen: config.peerListen,
       peerPort,
       peerTls: config.peerTls === null ? 'off' : 'mutual',
-      peers: Object.fromEntries(config.peers),
+      peers: Object.fromEntries(node.directory.peers()),
+      ...(config.join ? { join: true } : {}),
       dataDir: config.dataDir,
     },
     'node listening',
@@ -218,7 +219,8 @@ function peerServerOf(
 ): Server {
   const logger = node.logger;
   const server = new Server(serverOptions);
-  const authenticator = new PeerAuthenticator(config.nodeId, config.peers, config.clusterSecret, credentials.mutualTls);
+  // The cluster's nodes now: a node added later is served, a removed one refused.
+  const authenticator = new PeerAuthenticator(config.nodeId, node.directory, config.clusterSecret, credentials.mutualTls);
   const refusedCall = (call: 'raft_stream' | 'propose_batch' | 'fetch_bodies' | 'broker', claimed: string): void => {
     node.metrics.peerCallsRefused.inc({ call });
     node.warnings.warn(

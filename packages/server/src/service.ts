@@ -35,6 +35,7 @@ import { DeliveryOutbox } from './delivery-outbox.js';
 import { whenSent } from './response-sent.js';
 import { ANONYMOUS, AccessControl, exchange as exchangeResource, queue as queueResource, type Principal } from './access-control.js';
 import { ClientAuthenticator, NO_CREDENTIALS, unauthenticated, type CallCredentials } from './client-auth.js';
+import { MembershipAdmin } from './membership-admin.js';
 import { UserAdmin } from './user-admin.js';
 import { listBindings, listConsumers, listExchanges } from './listing.js';
 import { auditLogger } from './audit-log.js';
@@ -147,6 +148,7 @@ export class BrokerApi {
   readonly access: AccessControl;
   readonly authenticator: ClientAuthenticator;
   private readonly users: UserAdmin;
+  private readonly membership: MembershipAdmin;
 
   constructor(
     private readonly node: BrokerNode,
@@ -163,6 +165,19 @@ export class BrokerApi {
       users: () => node.meta.users,
       access: this.access,
       authenticationRequired: node.config.requireAuthentication,
+      propose: (command) => node.router.proposeMeta(command),
+      metaError,
+      logger: audit,
+    });
+    this.membership = new MembershipAdmin({
+      nodeId: node.nodeId,
+      directory: node.directory,
+      access: this.access,
+      metaVoters: () => node.metaGroup.status().config.voters,
+      queues: () => node.knownQueues.values(),
+      localQueue: (name) => node.queues.get(name),
+      queueDefinition: (name) => node.router.queueDefinition(name),
+      isUp: (id) => id === node.nodeId || node.link.isConnected(id),
       propose: (command) => node.router.proposeMeta(command),
       metaError,
       logger: audit,
@@ -238,7 +253,7 @@ export class BrokerApi {
   private clientFor(leader: string): Client {
     let client = this.clients.get(leader);
     if (client === undefined) {
-      const address = this.node.config.peers.get(leader);
+      const address = this.node.directory.peerAddress(leader);
       if (address === undefined || leader === this.node.nodeId) throw unavailable(Reason.NO_LEADER, `no peer address for node ${JSON.stringify(leader)}`);
       // What a leader answers holds at most max_message_bytes of body (its own limit may be
       // larger than this node's): no receive limit between nodes.
@@ -306,7 +321,9 @@ export class BrokerApi {
       // Its lease: unused (no consumer, no get, no redeclare by its session) this long, it goes.
       if (input.expiresMs === undefined) (input as Record<string, unknown>).expiresMs = this.node.config.exclusiveLeaseMs;
     }
-    const clusterSize = this.node.config.peers.size;
+    // New replicas go to active nodes (not to one being removed).
+    const nodes = this.node.directory.activeIds();
+    const clusterSize = nodes.length;
     const size = replicas ?? Math.min(this.node.config.defaultReplicas, clusterSize);
     if (size < 1 || size > clusterSize) {
       throw invalidArgument(`replicas must be between 1 and the cluster size (${clusterSize}), got ${size}`);
@@ -316,7 +333,7 @@ export class BrokerApi {
       name,
       args: input,
       passive: request.passive,
-      members: placeMembers(this.node.config.peers.keys(), this.node.knownQueues.size, name, size),
+      members: placeMembers(nodes, this.node.knownQueues.size, name, size),
       createdAt: this.node.env.now(),
     });
     if (!reply.ok) throw metaError(reply);
@@ -893,9 +910,20 @@ export class BrokerApi {
   private localQueueStatus(name: string): pb.QueueStatusResponse.$Properties {
     const local = this.node.queues.get(name);
     const definition = this.node.knownQueues.get(name);
-    if (local === undefined || definition === undefined) return { name, members: [...(definition?.members ?? [])] };
+    const retiring = [...(definition?.retiring ?? [])];
+    if (local === undefined || definition === undefined) return { name, members: [...(definition?.members ?? [])], retiring };
     const status = local.group.status();
-    return { name, leader: status.leaderId ?? '', members: [...definition.members], commitIndex: status.commitIndex, term: status.term, ...queueCounts(local) };
+    return {
+      name,
+      leader: status.leaderId ?? '',
+      members: [...definition.members],
+      retiring,
+      voters: [...status.config.voters],
+      learners: [...status.config.learners],
+      commitIndex: status.commitIndex,
+      term: status.term,
+      ...queueCounts(local),
+    };
   }
 
   async listConsumers(request: pb.ListConsumersRequest, principal: Principal, call: ServerSurfaceCall): Promise<pb.ListConsumersResponse.$Properties> {
@@ -911,12 +939,16 @@ export class BrokerApi {
   /** Every authenticated user may ask; the queues listed are those it has a permission on. */
   async clusterStatus(principal: Principal): Promise<pb.ClusterStatusResponse.$Properties> {
     // Client addresses (a peer's once it told it), never the peer listeners'.
-    const nodes = [...this.node.config.peers.keys()].map((id) => ({
+    const metaConfig = this.node.metaGroup.status().config;
+    const nodes = this.node.directory.ids().map((id) => ({
       id,
       address: this.node.addressOf(id) ?? '',
       reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
       memoryAlarm: id === this.node.nodeId ? this.node.memoryAlarm : false,
+      state: this.node.meta.nodes.get(id)?.state ?? 'active',
+      peerAddress: this.node.directory.peerAddress(id) ?? '',
+      voter: metaConfig.voters.includes(id),
     }));
     const queues = [...this.node.knownQueues.keys()]
       .filter((name) => ['configure', 'write', 'read'].some((permission) => this.access.allowed(principal, permission as 'read', queueResource(name))))
@@ -1022,6 +1054,13 @@ export class BrokerApi {
       setPermissions: this.unaryAs((r: pb.SetPermissionsRequest, principal) => this.users.setPermissions(r, principal)),
       clearPermissions: this.unaryAs((r: pb.ClearPermissionsRequest, principal) => this.users.clearPermissions(r, principal)),
       whoAmI: this.unaryAs((_r: pb.WhoAmIRequest, principal) => this.users.whoAmI(principal)),
+      addNode: this.unaryAs((r: pb.AddNodeRequest, principal) => this.membership.addNode(r, principal)),
+      removeNode: this.unaryAs((r: pb.RemoveNodeRequest, principal) => this.membership.removeNode(r, principal)),
+      growQueue: this.unaryAs((r: pb.QueueMemberRequest, principal) => this.membership.queueMember('growQueue', r, principal)),
+      shrinkQueue: this.unaryAs((r: pb.QueueMemberRequest, principal) => this.membership.queueMember('shrinkQueue', r, principal)),
+      transferLeadership: this.unaryAs((r: pb.QueueMemberRequest, principal) => this.membership.queueMember('preferLeader', r, principal)),
+      rebalance: this.unaryAs((_r: pb.RebalanceRequest, principal) => this.membership.rebalance(principal)),
+      quorumCritical: this.unaryAs((r: pb.QuorumCriticalRequest, principal) => this.membership.quorumCritical(r, principal)),
       listExchanges: this.unaryAs(async (_r: pb.ListExchangesRequest, principal) => {
         await this.node.router.barrier.wait().catch(() => undefined);
         return listExchanges(this.node.topology, this.access, principal);

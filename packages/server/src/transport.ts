@@ -116,23 +116,52 @@ export class PeerTransport {
     }
     this.metadata = peerCallMetadata(selfId, secret);
     this.streamMetadata = peerCallMetadata(selfId, secret, channels.clientAddress);
-    for (const [id, address] of peers) {
-      if (id === selfId) continue;
-      this.links.set(id, {
-        id,
-        address,
-        raftClient: this.raftClientOf(id, address),
-        peerClient: this.peerClientOf(id, address),
-        stream: null,
-        queued: [],
-        reconnectAt: 0,
-        connected: false,
-        forwards: [],
-        forwardScheduled: false,
-        refusedWarned: false,
-        misdirectedWarned: false,
-      });
+    for (const [id, address] of peers) if (id !== selfId) this.links.set(id, this.linkTo(id, address));
+  }
+
+  private linkTo(id: NodeId, address: string): PeerLink {
+    return {
+      id,
+      address,
+      raftClient: this.raftClientOf(id, address),
+      peerClient: this.peerClientOf(id, address),
+      stream: null,
+      queued: [],
+      reconnectAt: 0,
+      connected: false,
+      forwards: [],
+      forwardScheduled: false,
+      refusedWarned: false,
+      misdirectedWarned: false,
+    };
+  }
+
+  /**
+   * The cluster's nodes changed (cluster-directory.ts): links to new peers (or to a peer's new
+   * address) open, those to removed peers close, their forwarded proposals failing.
+   */
+  setPeers(peers: ReadonlyMap<NodeId, string>): void {
+    if (this.closed) return;
+    for (const [id, link] of this.links) {
+      if (peers.get(id) === link.address) continue;
+      this.closeLink(link);
+      this.links.delete(id);
     }
+    for (const [id, address] of peers) {
+      if (id === this.selfId || this.links.has(id)) continue;
+      this.links.set(id, this.linkTo(id, address));
+      this.logger.info({ peer: id, address }, 'peer added');
+    }
+  }
+
+  private closeLink(link: PeerLink): void {
+    link.stream?.end();
+    link.stream = null;
+    link.connected = false;
+    for (const forward of link.forwards) forward.reject(new Error(`peer ${link.id} left the cluster`));
+    link.forwards = [];
+    link.raftClient.close();
+    link.peerClient.close();
   }
 
   /**
@@ -245,12 +274,7 @@ export class PeerTransport {
 
   close(): void {
     this.closed = true;
-    for (const link of this.links.values()) {
-      link.stream?.end();
-      link.stream = null;
-      link.raftClient.close();
-      link.peerClient.close();
-    }
+    for (const link of this.links.values()) this.closeLink(link);
   }
 
   private flush(): void {

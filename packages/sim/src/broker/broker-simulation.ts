@@ -204,6 +204,7 @@ export class BrokerSimulation implements SimCluster {
       listen: `${id}:0`,
       advertise: `${id}:0`,
       peers: new Map(NODES.map((n) => [n, `${n}:0`])),
+      join: false,
       dataDir: `/${id}`,
       metricsListen: null,
       tickMs: TICK_MS,

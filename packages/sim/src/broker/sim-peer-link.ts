@@ -35,7 +35,7 @@ export class SimPeerLink implements PeerLink {
     private readonly self: NodeId,
     private readonly cluster: SimCluster,
     private readonly alive: () => boolean,
-    private readonly peers: readonly NodeId[],
+    private peers: readonly NodeId[],
   ) {}
 
   send(groupId: string, messages: readonly Message[]): void {
@@ -124,6 +124,11 @@ export class SimPeerLink implements PeerLink {
   beat(): void {
     if (!this.alive()) return;
     for (const peer of this.peers) if (peer !== this.self) this.cluster.network.send({ groupId: NODE_BEAT_GROUP, message: beatMessage(this.self, peer) });
+  }
+
+  /** Membership changed: beats go to the cluster's nodes now. */
+  setPeers(peers: ReadonlyMap<NodeId, string>): void {
+    this.peers = [...peers.keys()];
   }
 
   close(): void {}
