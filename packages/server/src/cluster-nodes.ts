@@ -53,7 +53,7 @@ export function peerAddressProblem(address: unknown): string | null {
   if (typeof address !== 'string' || address.length === 0) return 'a peer address must be host:port';
   if (Buffer.byteLength(address) > 255) return 'a peer address is at most 255 bytes';
   const port = Number(address.slice(address.lastIndexOf(':') + 1));
-  if (!address.includes(':') || !Number.isInteger(port) || port < 1 || port > 65535) return `a peer address must be host:port, got ${JSON.stringify(address)}`;
+  if (!address.includes(':') || !Number.isInteger(port) || port < 0 || port > 65535) return `a peer address must be host:port, got ${JSON.stringify(address)}`;
   return null;
 }
 

@@ -101,6 +101,8 @@ export class MemberChanges {
     switch (step.kind) {
       case 'none':
         this.retire(queue, group.status().config);
+        // Until the metadata shows them retired (a proposal may fail: the metadata leader moving).
+        if ((definition.retiring ?? []).length > 0) this.later(queue);
         return;
       case 'wait':
         wakeForLearners(group);

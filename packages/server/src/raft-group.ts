@@ -162,6 +162,8 @@ interface Pending<R> {
 export class RaftGroup<R> {
   readonly raft: RaftNode;
   private readonly pending = new Map<number, Pending<R>>();
+  /** Proposals made while this leader hands leadership over (see unpark). */
+  private parked: Array<{ readonly data: Uint8Array; readonly deadline: number; readonly what: string; resolve: (reply: R) => void; reject: (error: Error) => void }> = [];
   private loopRunning = false;
   /** A send of the messages that may leave before the loop's wait ends is queued (see kick). */
   private earlySendQueued = false;
@@ -242,7 +244,7 @@ export class RaftGroup<R> {
 
   /** No ticks needed until something wakes the group: it is quiet and nothing here waits on the clock. */
   get restful(): boolean {
-    return this.stopped || (this.raft.isQuiet && this.pending.size === 0 && this.readsAsked.size === 0 && this.readsWaiting.length === 0);
+    return this.stopped || (this.raft.isQuiet && this.pending.size === 0 && this.parked.length === 0 && this.readsAsked.size === 0 && this.readsWaiting.length === 0);
   }
 
   get isQuiet(): boolean {
@@ -340,6 +342,7 @@ export class RaftGroup<R> {
   tick(now = this.options.env.now()): void {
     if (now >= this.nextDeadline) this.expirePending(now);
     this.guard(() => this.raft.tick());
+    this.unpark(now);
   }
 
   private expirePending(now: number): void {
@@ -428,7 +431,13 @@ export class RaftGroup<R> {
   /** As `propose`, but says at once (with the error) when nothing was proposed. */
   tryPropose(data: Uint8Array, deadline = Infinity, what = this.groupId): Promise<R> | BrokerError {
     if (this.stopped) return new BrokerError(Status.UNAVAILABLE, Reason.GROUP_STOPPED, `group ${this.groupId} is stopping`);
+    // Earlier proposals wait for a hand-over to end: this one goes after them.
+    if (this.parked.length > 0) this.unpark();
+    if (this.parked.length > 0) return this.park(data, deadline, what);
     const result = this.raft.propose(data);
+    // This leader is handing leadership over (the core takes no proposal meanwhile): the
+    // proposal waits for the outcome, at most an election timeout (see unpark).
+    if (!result.ok && result.reason === 'leadershipTransfer') return this.park(data, deadline, what);
     if (!result.ok) return new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node does not lead ${this.groupId} (${result.reason})`);
     this.kick();
     if (deadline < this.nextDeadline) this.nextDeadline = deadline;
@@ -441,6 +450,37 @@ export class RaftGroup<R> {
     return new Promise<R>((resolve, reject) => {
       this.pending.set(result.index, { term: result.term, deadline, what, resolve, reject });
     });
+  }
+
+  private park(data: Uint8Array, deadline: number, what: string): Promise<R> {
+    return new Promise<R>((resolve, reject) => this.parked.push({ data, deadline, what, resolve, reject }));
+  }
+
+  /**
+   * The proposals parked during a hand-over: proposed, in order, once it ended with this
+   * node still leading (the target did not take over in time); failed as NOT_LEADER, nothing
+   * proposed, once another node leads; failed the same at their deadline.
+   */
+  private unpark(now = this.options.env.now()): void {
+    if (this.parked.length === 0) return;
+    if (this.softState.role === 'leader' && this.raft.status().leadTransferee !== null) {
+      const expired = this.parked.filter((p) => p.deadline <= now);
+      if (expired.length === 0) return;
+      this.parked = this.parked.filter((p) => p.deadline > now);
+      for (const p of expired) p.reject(new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `${p.what}: leadership is being handed over; retry`));
+      return;
+    }
+    const parked = this.parked;
+    this.parked = [];
+    for (const p of parked) {
+      if (this.softState.role !== 'leader' || this.stopped) {
+        p.reject(new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node no longer leads ${this.groupId} (leadership was handed over)`));
+        continue;
+      }
+      const proposed = this.tryPropose(p.data, p.deadline, p.what);
+      if (proposed instanceof BrokerError) p.reject(proposed);
+      else proposed.then(p.resolve, p.reject);
+    }
   }
 
   /** Starts an election now (see RaftNode.campaign): the preferred leader of a brand-new group. */
@@ -536,8 +576,9 @@ export class RaftGroup<R> {
   }
 
   private failPending(error: Error): void {
-    const pending = [...this.pending.values()];
+    const pending = [...this.pending.values(), ...this.parked];
     this.pending.clear();
+    this.parked = [];
     for (const p of pending) p.reject(error);
     this.failReads(error, true);
   }
@@ -682,6 +723,7 @@ export class RaftGroup<R> {
       this.failReads(new BrokerError(Status.UNAVAILABLE, Reason.NOT_LEADER, `this node stopped leading ${this.groupId} before the read was confirmed`), false);
     }
     for (const watcher of this.leaderWatchers) if (watcher()) this.leaderWatchers.delete(watcher);
+    if (wasLeader && state.role !== 'leader') this.unpark();
     // An election ended (won, or another member won): its slot goes to a waiting group now.
     if (state.role !== 'candidate' && state.role !== 'preCandidate') this.options.ticker?.campaignOver(this, this.options.env.now());
     this.options.onSoftState?.(state);

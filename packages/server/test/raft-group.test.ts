@@ -371,3 +371,65 @@ describe('messages from outside the group', () => {
     expect(group.raft.currentTerm).toBe(term + 1);
   });
 });
+
+describe('a hand-over of leadership', () => {
+  it('a proposal made while the leader hands over waits, and commits when the hand-over fails (it was refused before)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
+    dirs.push(dir);
+    const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
+    let group: RaftGroup<string> | null = null;
+    // Peers that vote for n1 and acknowledge its appends, but never take over (TimeoutNow is lost).
+    const send = (_groupId: string, messages: readonly Message[]): void => {
+      for (const m of messages) {
+        if (m.type === 'preVote' || m.type === 'vote') {
+          const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
+          setImmediate(() => group?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
+        }
+        if (m.type === 'append') {
+          const index = m.prevLogIndex + m.entries.length;
+          setImmediate(() => group?.receive({ type: 'appendResp', from: m.to, to: m.from, term: m.term, reject: false, index, hintIndex: 0, hintTerm: 0 }));
+        }
+      }
+    };
+    group = new RaftGroup<string>({
+      groupId: 'g',
+      env: systemEnv,
+      nodeId: 'n1',
+      storage,
+      machine: new Echo(),
+      initialVoters: ['n1', 'n2', 'n3'],
+      send,
+      onFatal: (error) => {
+        throw error;
+      },
+      electionTicks: 10,
+      heartbeatTicks: 1,
+    });
+    for (let i = 0; i < 200 && !group.isLeader; i++) {
+      group.tick();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(group.isLeader).toBe(true);
+    expect(await group.propose(Buffer.from('before'))).toBe('before');
+    expect(group.transferLeadership('n2')).toBe(true);
+    expect(group.status().leadTransferee).toBe('n2');
+    const during = group.propose(Buffer.from('during'), Date.now() + 10_000);
+    let outcome: string | null = null;
+    during.then(
+      (reply) => (outcome = reply),
+      (error: unknown) => (outcome = `failed: ${error instanceof Error ? error.message : String(error)}`),
+    );
+    await turn();
+    // Not refused while the hand-over is under way.
+    expect(outcome).toBeNull();
+    // An election timeout later the hand-over is given up: the proposal goes in.
+    for (let i = 0; i < 30 && outcome === null; i++) {
+      group.tick();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(group.status().leadTransferee).toBeNull();
+    expect(outcome).toBe('during');
+    group.stop('test over');
+    await storage.close();
+  });
+});

@@ -62,9 +62,14 @@ export interface BrokerSimResult {
   readonly moves: number;
   readonly moved: number;
   readonly simulatedMs: number;
+  /** The membership flow of this seed: the founder replaced by the spare node, or null. */
+  readonly replaced: NodeId | null;
 }
 
+/** The nodes that found the cluster. */
 const NODES: readonly NodeId[] = ['n1', 'n2', 'n3'];
+/** The node that joins during the fault phase (membership profile) and replaces a founder. */
+const SPARE: NodeId = 'n4';
 const WORK = 'work';
 const DEAD = 'dead';
 const DLX = 'dlx';
@@ -123,7 +128,20 @@ export class BrokerSimulation implements SimCluster {
   private readonly consumers: SimConsumer[] = [];
   /** Acks sent to each node and not answered: if it crashes, their outcome is unknown. */
   private readonly acksInFlight = new Map<NodeId, Set<Fate>>();
-  private readonly profile: { readonly network: NetworkFaults; readonly crashEveryMs: number; readonly partitionEveryMs: number; readonly tornWriteRate: number };
+  private readonly profile: {
+    readonly network: NetworkFaults;
+    readonly crashEveryMs: number;
+    readonly partitionEveryMs: number;
+    readonly tornWriteRate: number;
+    /** A node joins, takes over a founder's replicas and the founder leaves (docs/operations.md, "Membership"). */
+    readonly membership: boolean;
+  };
+  /** The nodes started so far: the founders, and the spare once it joined. */
+  private readonly started: NodeId[] = [...NODES];
+  /** The membership flow's next step (see scheduleMembership). */
+  private membershipPhase: 'none' | 'adding' | 'replacing' | 'rebalancing' | 'done' = 'none';
+  /** The founder the spare replaces. */
+  private leaving: NodeId | null = null;
   private readonly outcome = new FirstFailure();
   private setupDone = false;
   private setupAt = 0;
@@ -148,6 +166,7 @@ export class BrokerSimulation implements SimCluster {
       crashEveryMs: pick([250, 600, 1500, 1_000_000]),
       partitionEveryMs: pick([400, 1200, 1_000_000]),
       tornWriteRate: pick([0, 0.5]),
+      membership: pick([false, true]),
     };
     this.disk = new FakeDisk(this.scheduler, this.random);
     this.network = new SimNetwork(this.scheduler, this.random, (envelope) => this.live(envelope.message.to)?.receive(envelope), (line) => this.traceLine(line));
@@ -171,6 +190,7 @@ export class BrokerSimulation implements SimCluster {
     this.schedulePublishes();
     for (const queue of [WORK, WORK, DEAD, MOVED]) this.consumers.push({ queue, node: null, id: null, generation: 0 });
     this.scheduleFaults(faultPhaseMs);
+    this.scheduleMembership(faultPhaseMs);
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
     const deadline = faultPhaseMs + livenessPhaseMs;
     if (this.options.idleChecks !== false) this.scheduleIdleChecks(deadline);
@@ -203,8 +223,9 @@ export class BrokerSimulation implements SimCluster {
       nodeId: id,
       listen: `${id}:0`,
       advertise: `${id}:0`,
-      peers: new Map(NODES.map((n) => [n, `${n}:0`])),
-      join: false,
+      // The spare knows the founders and itself, and joins; the founders learn of it from the metadata.
+      peers: new Map((id === SPARE ? [...NODES, SPARE] : NODES).map((n) => [n, `${n}:0`])),
+      join: id === SPARE,
       dataDir: `/${id}`,
       metricsListen: null,
       tickMs: TICK_MS,
@@ -256,8 +277,8 @@ export class BrokerSimulation implements SimCluster {
           env,
           storage,
           messageStore,
-          link: new SimPeerLink(id, this, alive, NODES),
-          logger: pino({ level: 'silent' }),
+          link: new SimPeerLink(id, this, alive, id === SPARE ? [...NODES, SPARE] : NODES),
+          logger: pino({ level: process.env.SIM_LOG_LEVEL ?? 'silent', base: { node: id } }),
           metrics: new NodeMetrics(100, false),
           onFatal: (error) => this.outcome.fail(error),
           groupSetup: (groupId) => ({
@@ -312,7 +333,7 @@ export class BrokerSimulation implements SimCluster {
   }
 
   private randomLive(): BrokerNode | null {
-    const live = NODES.map((id) => this.live(id)).filter((n): n is BrokerNode => n !== null);
+    const live = this.started.map((id) => this.live(id)).filter((n): n is BrokerNode => n !== null);
     return live.length === 0 ? null : live[this.random.nextInt(live.length)]!;
   }
 
@@ -446,7 +467,7 @@ export class BrokerSimulation implements SimCluster {
   }
 
   private leaderOf(queue: string): { node: BrokerNode; local: LocalQueue } | null {
-    for (const id of NODES) {
+    for (const id of this.started) {
       const node = this.live(id);
       const local = node?.queues.get(queue);
       if (node !== null && node !== undefined && local !== undefined && local.group.isLeader) return { node, local };
@@ -556,7 +577,7 @@ export class BrokerSimulation implements SimCluster {
       const delay = 100 + this.random.nextInt(300);
       if (this.scheduler.now + delay >= deadline) return;
       this.scheduler.after(delay, 'idle checks', () => {
-        for (const id of NODES) this.outcome.guard(() => this.live(id)?.checkIdle());
+        for (const id of this.started) this.outcome.guard(() => this.live(id)?.checkIdle());
         next();
       });
     };
@@ -576,7 +597,7 @@ export class BrokerSimulation implements SimCluster {
     };
     repeat(this.profile.crashEveryMs, 'crash', () => {
       const leader = this.leaderOf(WORK)?.node.nodeId;
-      const id = leader !== undefined && chance(this.random, 0.6) ? leader : NODES[this.random.nextInt(NODES.length)]!;
+      const id = leader !== undefined && chance(this.random, 0.6) ? leader : this.started[this.random.nextInt(this.started.length)]!;
       this.crash(id);
       this.scheduler.after(50 + this.random.nextInt(400), `restart ${id}`, () => this.restart(id));
     });
@@ -584,8 +605,8 @@ export class BrokerSimulation implements SimCluster {
       this.network.heal();
       if (this.random.nextInt(3) === 0) return;
       this.partitions++;
-      const victim = NODES[this.random.nextInt(NODES.length)]!;
-      for (const other of NODES) {
+      const victim = this.started[this.random.nextInt(this.started.length)]!;
+      for (const other of this.started) {
         if (other === victim) continue;
         this.network.cut(victim, other);
         this.network.cut(other, victim);
@@ -599,7 +620,7 @@ export class BrokerSimulation implements SimCluster {
     this.healedAt = this.scheduler.now;
     this.network.heal();
     this.network.faults = HEALTHY_NETWORK;
-    for (const id of NODES) this.restart(id);
+    for (const id of this.started) this.restart(id);
     if (this.setupDone) for (const consumer of this.consumers) if (consumer.queue === DEAD && consumer.id === null) this.subscribe(consumer);
     this.traceLine('heal');
   }
@@ -610,13 +631,20 @@ export class BrokerSimulation implements SimCluster {
   private hasConverged(): boolean {
     if (!this.setupDone) return false;
     if ([...this.published.values()].some((p) => p.inFlight)) return false;
+    // The membership flow finished: the founder left the cluster.
+    if (this.profile.membership && this.membershipPhase !== 'done') return false;
     for (const queue of QUEUES) {
       const leader = this.leaderOf(queue);
       if (leader === null) return false;
       const state = leader.local.replica.state;
       if (state.messages.size > 0) return false;
       const status = leader.local.group.status();
-      for (const id of NODES) {
+      const definition = leader.node.meta.queues.get(queue);
+      // The group's configuration is what the metadata says, and no replica is still retiring.
+      if (definition === undefined || (definition.retiring ?? []).length > 0 || status.config.learners.length > 0) return false;
+      if ([...status.config.voters].sort().join() !== [...definition.members].sort().join()) return false;
+      if (this.leaving !== null && leader.node.meta.nodes.get(this.leaving)?.state !== 'removed') return false;
+      for (const id of definition.members) {
         const replica = this.live(id)?.queues.get(queue);
         if (replica === undefined || replica.group.appliedIndex !== status.commitIndex) return false;
       }
@@ -624,9 +652,70 @@ export class BrokerSimulation implements SimCluster {
     return true;
   }
 
+  /** The queue's members, as a live node's metadata says (the founders before any change). */
+  private membersOf(queue: string): readonly NodeId[] {
+    return this.leaderOf(queue)?.node.meta.queues.get(queue)?.members ?? NODES;
+  }
+
+  /**
+   * The membership profile: at a random time of the fault phase the spare node starts with
+   * `join` and is added; then a random founder is removed with the spare as its replacement
+   * (every queue's replica moves: a learner catches up, the founder's replica retires, the
+   * founder leaves the metadata group), then the leaders rebalance. Each step is proposed
+   * through a random live node until it is accepted, through the crashes and partitions.
+   */
+  private scheduleMembership(faultPhaseMs: number): void {
+    if (!this.profile.membership) return;
+    const at = 200 + this.random.nextInt(Math.max(1, Math.floor(faultPhaseMs / 2)));
+    this.scheduler.after(at, 'join', () => {
+      this.started.push(SPARE);
+      this.traceLine(`start ${SPARE} (join)`);
+      this.startNode(SPARE);
+      this.membershipPhase = 'adding';
+      this.leaving = NODES[this.random.nextInt(NODES.length)]!;
+      this.membershipStep();
+    });
+  }
+
+  private membershipStep(): void {
+    const retry = (): void => void this.scheduler.after(50 + this.random.nextInt(100), 'membership', () => this.membershipStep());
+    const node = this.randomLive();
+    if (node === null || !this.setupDone) {
+      retry();
+      return;
+    }
+    const seed = node.directory.seed();
+    const seeded = seed === undefined ? {} : { seed };
+    const phase = this.membershipPhase;
+    const command =
+      phase === 'adding'
+        ? { type: 'addNode' as const, id: SPARE, peerAddress: `${SPARE}:0`, ...seeded }
+        : phase === 'replacing'
+          ? { type: 'removeNode' as const, id: this.leaving!, replacement: SPARE, ...seeded }
+          : { type: 'rebalance' as const, nodes: node.directory.activeIds() };
+    this.traceLine(`client ${command.type} via ${node.nodeId}`);
+    this.call(node.router.proposeMeta(command)).then(
+      (reply) => {
+        // A repeated removal after the node left (an earlier attempt's outcome was unknown) is NOT_FOUND: done.
+        const done = reply.ok || (phase === 'replacing' && !reply.ok && reply.code === 'NOT_FOUND');
+        if (!done) {
+          this.traceLine(`client ${command.type} refused: ${reply.ok ? '' : reply.message}`);
+          retry();
+          return;
+        }
+        this.membershipPhase = phase === 'adding' ? 'replacing' : phase === 'replacing' ? 'rebalancing' : 'done';
+        if (this.membershipPhase !== 'done') this.scheduler.after(this.random.nextInt(300), 'membership', () => this.membershipStep());
+      },
+      (error: unknown) => {
+        this.traceLine(`client ${command.type} failed: ${error instanceof Error ? error.message : String(error)}`);
+        retry();
+      },
+    );
+  }
+
   private checkFinal(): void {
     for (const queue of QUEUES) {
-      const hashes = NODES.map((id) => {
+      const hashes = this.membersOf(queue).map((id) => {
         const replica = this.live(id)?.queues.get(queue);
         return replica === undefined ? `${id}:none` : stateHash(replica.replica.state);
       });
@@ -650,11 +739,19 @@ export class BrokerSimulation implements SimCluster {
     const queues = QUEUES.map((queue) => {
       const leader = this.leaderOf(queue);
       if (leader === null) return `${queue}: no leader`;
-      const applied = NODES.map((id) => `${id} ${this.live(id)?.queues.get(queue)?.group.appliedIndex ?? '-'}`).join(', ');
-      return `${queue}: ${leader.node.nodeId} leads, ${leader.local.replica.state.messages.size} messages, commit ${leader.local.group.status().commitIndex}, applied ${applied}`;
+      const applied = this.started.map((id) => `${id} ${this.live(id)?.queues.get(queue)?.group.appliedIndex ?? '-'}`).join(', ');
+      const definition = leader.node.meta.queues.get(queue);
+      const config = leader.local.group.status().config;
+      const members = `transferee ${leader.local.group.status().leadTransferee ?? '-'} quiet ${leader.local.group.isQuiet} members ${definition?.members.join(',') ?? '?'} retiring ${definition?.retiring?.join(',') ?? '-'} voters ${config.voters.join(',')} learners ${config.learners.join(',') || '-'}`;
+      const st = leader.local.replica.state;
+      const consumers = [...st.consumers.entries()].map(([id, c]) => `${id}(${c.unacked.size} unacked)`).join(' ');
+      const attached = this.consumers.filter((c) => c.queue === queue).map((c) => `${c.node ?? '-'}/${c.id ?? '-'}`).join(' ');
+      return `${queue}: ${leader.node.nodeId} leads, ${leader.local.replica.state.messages.size} messages [consumers ${consumers}; clients ${attached}], commit ${leader.local.group.status().commitIndex}, applied ${applied}, ${members}`;
     });
     const inFlight = [...this.published.values()].filter((p) => p.inFlight).length;
-    return `${queues.join('; ')}; ${inFlight} publishes in flight; setup ${this.setupDone ? 'done' : 'not done'}`;
+    const state = this.leaving === null ? '' : ` ${this.leaving} ${this.randomLive()?.meta.nodes.get(this.leaving)?.state ?? '?'}`;
+    const membership = this.profile.membership ? `; membership ${this.membershipPhase} (${this.leaving ?? '-'} -> ${SPARE}${state})` : '';
+    return `${queues.join('; ')}; ${inFlight} publishes in flight; setup ${this.setupDone ? 'done' : 'not done'}${membership}`;
   }
 
   private traceLine(line: string): void {
@@ -679,6 +776,7 @@ export class BrokerSimulation implements SimCluster {
       moves: this.moves,
       moved: this.movedDeliveries,
       simulatedMs: this.scheduler.now,
+      replaced: this.profile.membership ? this.leaving : null,
     };
   }
 }
