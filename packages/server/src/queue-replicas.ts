@@ -21,6 +21,7 @@ import type { PeerLink } from './peer-link.js';
 import type { ProposalRouter } from './proposal-router.js';
 import { QueueReplica, type QueueApplyResult, type ReplicaTestOnlyBugs } from './queue-replica.js';
 import type { GroupTicker } from './group-ticker.js';
+import { recoveryReporter } from './repair-report.js';
 import { RaftGroup, type GroupObserver, type GroupTestOnlyBugs, type RaftTuning } from './raft-group.js';
 
 /**
@@ -227,6 +228,7 @@ export class QueueReplicas {
         if (local !== null) wiring.duties.afterApplied(local);
       },
       onFatal: (error) => parts.fatal(error),
+      onRecovered: recoveryReporter(parts.metrics, parts.logger),
       onPrepared: (index, ms) => {
         parts.metrics?.snapshotsInstalled.inc();
         parts.metrics?.snapshotBytesFetched.inc(replica.lastPrepared?.fetchedBytes ?? 0);
