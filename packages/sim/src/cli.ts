@@ -61,14 +61,14 @@ function printOne(result: SimResult): void {
   );
   console.log(
     `  faults: dropped=${f.dropped} duplicated=${f.duplicated} partitions=${f.partitions} crashes=${f.crashes} torn=${f.tornWrites} ` +
-      `lostUnsyncedBytes=${f.lostUnsyncedBytes} pauses=${f.pauses} transfers=${f.transfers} membership=${f.membershipChanges}`,
+      `lostUnsyncedBytes=${f.lostUnsyncedBytes} pauses=${f.pauses} transfers=${f.transfers} membership=${f.membershipChanges} storageFaults=${f.storageFaults}`,
   );
   if (result.violation !== null) console.log(`  ${result.violation.message}`);
 }
 
 async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, stopOnFailure: boolean): Promise<void> {
   const started = process.hrtime.bigint();
-  const totals = { dropped: 0, duplicated: 0, partitions: 0, crashes: 0, tornWrites: 0, pauses: 0, transfers: 0, membershipChanges: 0, events: 0, acknowledged: 0 };
+  const totals = { dropped: 0, duplicated: 0, partitions: 0, crashes: 0, tornWrites: 0, pauses: 0, transfers: 0, membershipChanges: 0, storageFaults: 0, events: 0, acknowledged: 0 };
   const failed: SimResult[] = [];
   let run = 0;
   for (let seed = from; seed < from + count; seed++) {
@@ -83,6 +83,7 @@ async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, s
     totals.pauses += f.pauses;
     totals.transfers += f.transfers;
     totals.membershipChanges += f.membershipChanges;
+    totals.storageFaults += f.storageFaults;
     totals.events += result.events;
     totals.acknowledged += result.acknowledged;
     if (!result.ok) {
@@ -96,7 +97,7 @@ async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, s
   console.log(`seeds: ${run} (from ${from}), ${(run / seconds).toFixed(1)} seeds/s, ${seconds.toFixed(1)} s`);
   console.log(
     `faults injected: dropped=${totals.dropped} duplicated=${totals.duplicated} partitions=${totals.partitions} ` +
-      `crashes=${totals.crashes} tornWrites=${totals.tornWrites} pauses=${totals.pauses} transfers=${totals.transfers} membershipChanges=${totals.membershipChanges}`,
+      `crashes=${totals.crashes} tornWrites=${totals.tornWrites} pauses=${totals.pauses} transfers=${totals.transfers} membershipChanges=${totals.membershipChanges} storageFaults=${totals.storageFaults}`,
   );
   console.log(`events: ${totals.events}, proposals acknowledged: ${totals.acknowledged}`);
   console.log(`${run - failed.length} clean, ${failed.length} failed${failed.length > 0 ? `: seeds ${failed.map((r) => r.seed).join(', ')}` : ''}`);
