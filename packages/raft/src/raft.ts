@@ -797,9 +797,29 @@ export class RaftNode {
 
   private tickElection(): void {
     this.electionElapsed++;
-    if (!this.promotable() || this.electionElapsed < this.randomizedElectionTicks) return;
+    if (this.electionElapsed < this.randomizedElectionTicks) return;
+    if (this.recoveringTerm !== null && !this.options.testOnlyBugs.has('recoveringVotes')) {
+      this.electionElapsed = 0;
+      this.callForLeader();
+      return;
+    }
+    if (!this.promotable()) return;
     this.electionElapsed = 0;
     this.startElection(this.options.preVote ? 'preElection' : 'election', false);
+  }
+
+  /**
+   * A recovering replica that hears from no leader cannot campaign (see RecoveryMark), and a
+   * quiet leader would never send it anything: it asks every other member to wake (a
+   * heartbeat answer with `wake`), in its own term. A leader of an older term (one that may
+   * count this replica's lost acknowledgements) steps down on it; the others move to this
+   * term and elect a leader of it, which is what ends the recovery.
+   */
+  private callForLeader(): void {
+    for (const member of members(this.log.latestConfig())) {
+      if (member === this.id) continue;
+      this.send({ type: 'heartbeatResp', from: this.id, to: member, term: this.term, readSeq: 0, wake: true });
+    }
   }
 
   private tickHeartbeat(): void {

@@ -77,6 +77,32 @@ describe('a replica recovering from damaged storage', () => {
     expect(c.checker.violations).toEqual([]);
   });
 
+  test('asks the others for a leader when it hears from none: a leader of an older term steps down', () => {
+    const c = new TestCluster(['a', 'b', 'c'], { quiesce: true });
+    c.elect('a');
+    c.propose('a', 'x');
+    c.stabilize();
+    // Idle: the group goes quiet, and a quiet leader sends nothing.
+    for (let i = 0; i < 5; i++) {
+      c.tickAll();
+      c.stabilize();
+    }
+    expect(c.raft('a').isQuiet).toBe(true);
+    const term = c.raft('a').status().term;
+    c.crash('b');
+    c.restartRepaired('b', { hardState: { term: term + 1, vote: null, commit: 0 }, snapshot: null, entries: [] }, { term: term + 1 });
+    for (let i = 0; i < 20 * c.electionTicks && c.raft('b').recovering; i++) {
+      c.tickAll();
+      c.stabilize();
+    }
+    expect(c.raft('b').recovering).toBe(false);
+    const leader = c.leader();
+    expect(leader === 'a' || leader === 'c').toBe(true);
+    expect(c.raft(leader!).status().term).toBeGreaterThan(term);
+    expect(c.node('b').durable.entries.map((e) => e.term).at(-1)).toBeGreaterThan(term);
+    expect(c.checker.violations).toEqual([]);
+  });
+
   test('a restart while recovering keeps recovering (the storage keeps the mark)', () => {
     const c = damagedVoterScenario([]);
     const durable = c.node('b').durable;

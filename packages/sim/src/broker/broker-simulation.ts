@@ -16,7 +16,7 @@ import { MessageStore, NodeStorage } from '@quorumq/storage';
 import { pino } from 'pino';
 
 import { SafetyChecker, SafetyViolation, type Property } from '../checker.js';
-import { FakeDisk } from '../fake-disk.js';
+import { FakeDisk, STORAGE_FAULTS } from '../fake-disk.js';
 import { FirstFailure, TraceHash, violationOf } from '../outcome.js';
 import { chance, HEALTHY_NETWORK, SimNetwork, type NetworkFaults } from '../network.js';
 import { Scheduler } from '../scheduler.js';
@@ -58,6 +58,7 @@ export interface BrokerSimResult {
   readonly acked: number;
   readonly deadLettered: number;
   readonly crashes: number;
+  readonly storageFaults: number;
   readonly partitions: number;
   readonly moves: number;
   readonly moved: number;
@@ -123,7 +124,15 @@ export class BrokerSimulation implements SimCluster {
   private readonly consumers: SimConsumer[] = [];
   /** Acks sent to each node and not answered: if it crashes, their outcome is unknown. */
   private readonly acksInFlight = new Map<NodeId, Set<Fate>>();
-  private readonly profile: { readonly network: NetworkFaults; readonly crashEveryMs: number; readonly partitionEveryMs: number; readonly tornWriteRate: number };
+  private readonly profile: {
+    readonly network: NetworkFaults;
+    readonly crashEveryMs: number;
+    readonly partitionEveryMs: number;
+    readonly tornWriteRate: number;
+    /** The one node whose WAL and snapshot files may be damaged while it is down (see StorageFault), and how often. */
+    readonly storageVictim: NodeId;
+    readonly storageFaultRate: number;
+  };
   private readonly outcome = new FirstFailure();
   private setupDone = false;
   private setupAt = 0;
@@ -134,6 +143,7 @@ export class BrokerSimulation implements SimCluster {
   private confirmedCount = 0;
   private events = 0;
   private crashes = 0;
+  private storageFaults = 0;
   private moves = 0;
   private movedDeliveries = 0;
   private partitions = 0;
@@ -148,6 +158,8 @@ export class BrokerSimulation implements SimCluster {
       crashEveryMs: pick([250, 600, 1500, 1_000_000]),
       partitionEveryMs: pick([400, 1200, 1_000_000]),
       tornWriteRate: pick([0, 0.5]),
+      storageVictim: pick(NODES),
+      storageFaultRate: pick([0, 0.5]),
     };
     this.disk = new FakeDisk(this.scheduler, this.random);
     this.network = new SimNetwork(this.scheduler, this.random, (envelope) => this.live(envelope.message.to)?.receive(envelope), (line) => this.traceLine(line));
@@ -289,6 +301,15 @@ export class BrokerSimulation implements SimCluster {
       this.checkers.set(groupId, checker);
     }
     return checker;
+  }
+
+  /** Damages the WAL or snapshot files of a node that is down: its storage must repair from its peers. */
+  private damageStorage(id: NodeId): void {
+    const fault = STORAGE_FAULTS[this.random.nextInt(STORAGE_FAULTS.length)]!;
+    const done = this.disk.damage(id, fault);
+    if (done === null) return;
+    this.storageFaults++;
+    this.traceLine(`storage fault ${id} ${fault}: ${done}`);
   }
 
   private crash(id: NodeId): void {
@@ -577,6 +598,7 @@ export class BrokerSimulation implements SimCluster {
       const leader = this.leaderOf(WORK)?.node.nodeId;
       const id = leader !== undefined && chance(this.random, 0.6) ? leader : NODES[this.random.nextInt(NODES.length)]!;
       this.crash(id);
+      if (id === this.profile.storageVictim && chance(this.random, this.profile.storageFaultRate)) this.damageStorage(id);
       this.scheduler.after(50 + this.random.nextInt(400), `restart ${id}`, () => this.restart(id));
     });
     repeat(this.profile.partitionEveryMs, 'partition', () => {
@@ -674,6 +696,7 @@ export class BrokerSimulation implements SimCluster {
       acked: fates.filter((f) => f.settled).length,
       deadLettered: fates.filter((f) => f.deadLettered).length,
       crashes: this.crashes,
+      storageFaults: this.storageFaults,
       partitions: this.partitions,
       moves: this.moves,
       moved: this.movedDeliveries,
