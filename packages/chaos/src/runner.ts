@@ -58,7 +58,7 @@ export interface ChaosOptions {
 export interface TimelineEvent {
   /** ms since the workload started. */
   readonly t: number;
-  readonly type: 'fault-start' | 'fault-end' | 'leader' | 'node-crash' | 'phase';
+  readonly type: 'fault-start' | 'fault-end' | 'leader' | 'node-crash' | 'phase' | 'storage-damage';
   readonly [key: string]: unknown;
 }
 
@@ -314,6 +314,7 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
         break;
       case 'kill-random':
       case 'partition':
+      case 'storage-fault':
         targets = [n0];
         break;
       case 'kill-two':
@@ -336,6 +337,19 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
           await cluster.waitHealthy(targets, 90_000);
         };
         break;
+      case 'storage-fault': {
+        const damageStorage = cluster.damageStorage?.bind(cluster);
+        if (damageStorage === undefined) throw new Error(`storage-fault: the ${cluster.kind} cluster cannot damage a node's files`);
+        await cluster.kill(n0);
+        const done = await damageStorage(n0, fault.damage, fault.damageAt);
+        log(`chaos: storage fault on ${n0}: ${done}`);
+        timeline.push({ t: at(), type: 'storage-damage', fault: fault.index, node: n0, damage: done });
+        heal = async () => {
+          if (!cluster.isRunning(n0)) await cluster.start(n0);
+          await cluster.waitHealthy([n0], 90_000);
+        };
+        break;
+      }
       case 'pause':
         for (const id of targets) await cluster.pause(id);
         heal = async () => {

@@ -90,6 +90,7 @@ function flipInSnapshots(dataDir: string): number {
  */
 async function repairAndConsume(c: TestCluster, client: QuorumqClient, damaged: string, spare: string, kind: string, confirmed: string[]): Promise<void> {
   const node = c.nodes.find((n) => n.id === damaged)!;
+  const started = Date.now();
   c.startNode(damaged);
   await c.waitHealthy();
   let text = '';
@@ -99,6 +100,10 @@ async function repairAndConsume(c: TestCluster, client: QuorumqClient, damaged: 
     return repaired > 0 && series(text, 'quorumq_repairs_total{kind="recovered"}') >= repaired && series(text, 'quorumq_raft_groups{state="recovering"}') === 0;
   }, 60_000);
   expect(series(text, 'quorumq_repair_fetched_bytes_total')).toBeGreaterThan(0);
+  console.log(
+    `[e2e-repair] ${kind} on ${damaged}: ${series(text, `quorumq_repairs_total{kind="${kind}"}`)} groups repaired, ` +
+      `${series(text, 'quorumq_repair_fetched_bytes_total')} bytes fetched, all caught up ${Date.now() - started} ms after start`,
+  );
   // More traffic while the repaired node is back, then it must carry the queue with one other node.
   confirmed.push(...(await publishAll(client, 'precious', COUNT, COUNT + 50)));
   await c.kill(spare);
