@@ -6,7 +6,6 @@ import {
   GroupWriteFailedError,
   StaleSnapshotError,
   StorageInvariantError,
-  WalCorruptionError,
   WalDiskFullError,
 } from '../src/errors.js';
 import type { KvStore } from '../src/kv.js';
