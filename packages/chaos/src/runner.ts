@@ -123,6 +123,8 @@ export interface ChaosReport {
 }
 
 export const DEFAULT_FAULTS: readonly FaultKind[] = FAULT_KINDS;
+/** After a storage fault healed: time for the damaged node's groups to catch up (see inject). */
+const STORAGE_REPAIR_SETTLE_MS = 10_000;
 
 function median(values: number[]): number | null {
   if (values.length === 0) return null;
@@ -347,6 +349,11 @@ export async function runChaos(options: ChaosOptions = {}): Promise<ChaosReport>
         heal = async () => {
           if (!cluster.isRunning(n0)) await cluster.start(n0);
           await cluster.waitHealthy([n0], 90_000);
+          // Repair assumes at most a minority damaged at once: a second storage fault on another
+          // node while this one's groups still recover leaves those groups with no majority
+          // of voters. Until the runner can read that recovery ended (quorumq_raft_groups
+          // {state="recovering"} is 0), it gives the repair time.
+          await sleep(STORAGE_REPAIR_SETTLE_MS);
         };
         break;
       }
