@@ -9,6 +9,9 @@
  * ClusterStatus and `quorumq-leader` trailers: a client that follows such a hint goes to
  * that node directly, not through a proxy.
  */
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { StorageDamage } from './schedule.js';
 import { freePort, LocalCluster, type LocalClusterOptions, type LocalNode, type UnexpectedExit } from '@quorumq/cli';
 
 import { PairProxy } from './proxy.js';
@@ -116,6 +119,24 @@ export class ChaosCluster implements NemesisCluster {
 
   pause(id: string): void {
     this.local.pause(id);
+  }
+
+  async damageStorage(id: string, damage: StorageDamage, at: number): Promise<string> {
+    if (this.isRunning(id)) throw new Error(`damageStorage: ${id} is running`);
+    const walDir = join(this.local.node(id).dataDir, 'wal');
+    const snapshotDir = join(walDir, 'snapshots');
+    const snapshots = damage === 'snapshot-flip' ? (await readdir(snapshotDir).catch(() => [])).filter((f) => f.endsWith('.snap')).sort() : [];
+    // No snapshot yet: the WAL instead. The oldest segment: never the last record of the last
+    // segment, which recovery would rightly take for a torn write.
+    const segments = (await readdir(walDir)).filter((f) => f.endsWith('.wal')).sort();
+    const file = snapshots.length > 0 ? join(snapshotDir, snapshots[0]!) : segments.length > 0 ? join(walDir, segments[0]!) : null;
+    if (file === null) return `nothing to damage in ${walDir}`;
+    const bytes = await readFile(file);
+    if (bytes.length < 4096 && snapshots.length === 0) return `${file} too small to damage safely (${bytes.length} bytes)`;
+    const offset = Math.floor(bytes.length * at);
+    bytes[offset] = (bytes[offset] ?? 0) ^ 0xff;
+    await writeFile(file, bytes);
+    return `flipped the byte at ${offset} of ${file} (${bytes.length} bytes)`;
   }
 
   resume(id: string): void {

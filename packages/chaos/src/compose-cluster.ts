@@ -172,7 +172,7 @@ export function projectNetwork(containers: readonly ContainerInfo[]): string {
 }
 
 /** What every fault kind of the schedule does on the compose cluster (the README's table). */
-export const COMPOSE_FAULTS: Readonly<Record<FaultKind, string>> = {
+export const COMPOSE_FAULTS: Readonly<Record<Exclude<FaultKind, 'storage-fault'>, string>> = {
   'kill-leader': "docker kill (SIGKILL) of the container of the queue's leader; docker start after the hold",
   'kill-random': 'docker kill of a seeded container; docker start after the hold',
   'kill-two': 'docker kill of two of the three containers (no quorum); both started again',

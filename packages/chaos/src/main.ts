@@ -15,7 +15,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { composeConflicts } from './compose-cluster.js';
 import { runLeaderKillRounds } from './rounds.js';
 import { DEFAULT_FAULTS, runChaos, summaryLine } from './runner.js';
-import { FAULT_KINDS, parseFaults } from './schedule.js';
+import { FAULT_KINDS, PROCESS_ONLY_FAULTS, parseFaults } from './schedule.js';
 
 function integer(name: string, min: number) {
   return (value: string): number => {
@@ -72,6 +72,8 @@ async function main(): Promise<number> {
   let faults;
   try {
     faults = parseFaults(opts.faults);
+    // The compose nodes' data directories are not here: by default, no storage faults there.
+    if (opts.composeProject !== undefined && program.getOptionValueSource('faults') === 'default') faults = faults.filter((kind) => !PROCESS_ONLY_FAULTS.includes(kind));
   } catch (error) {
     console.error(`chaos: ${error instanceof Error ? error.message : String(error)}`);
     return 2;

@@ -5,8 +5,16 @@
  */
 import { Prng } from './prng.js';
 
-export const FAULT_KINDS = ['kill-leader', 'kill-random', 'kill-two', 'pause', 'restart-all', 'partition', 'partition-leader'] as const;
+export const FAULT_KINDS = ['kill-leader', 'kill-random', 'kill-two', 'pause', 'restart-all', 'partition', 'partition-leader', 'storage-fault'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+/**
+ * Kinds that need the nodes' data directories on this machine (the process cluster): a
+ * storage fault stops a node, damages a file in its data directory and starts it again.
+ */
+export const PROCESS_ONLY_FAULTS: readonly FaultKind[] = ['storage-fault'];
+
+/** What a storage fault damages: a byte flipped in the middle of the node's oldest WAL segment, or in its snapshot files. */
+export type StorageDamage = 'wal-flip' | 'snapshot-flip';
 
 export interface ScheduledFault {
   readonly index: number;
@@ -21,6 +29,9 @@ export interface ScheduledFault {
   readonly leader: boolean;
   /** How long the fault lasts (nodes down / paused / partitioned), ms. */
   readonly holdMs: number;
+  /** storage-fault: what is damaged, and where in the file (a fraction of its length). */
+  readonly damage: StorageDamage;
+  readonly damageAt: number;
   /** Quiet time after the fault healed, ms. */
   readonly gapMs: number;
 }
@@ -34,6 +45,7 @@ const HOLD: Record<FaultKind, [number, number]> = {
   'restart-all': [500, 2500],
   partition: [2000, 6000],
   'partition-leader': [2000, 6000],
+  'storage-fault': [1000, 3000],
 };
 
 /** A rough allowance for restarts and elections after each fault, for the planned times. */
@@ -78,6 +90,8 @@ export function makeSchedule(seed: number, durationMs: number, kinds: readonly F
         leader: rng.chance(0.5),
         holdMs: rng.int(lo, hi),
         gapMs: rng.int(1000, 3000),
+        damage: kind === 'storage-fault' && rng.chance(0.5) ? 'snapshot-flip' : 'wal-flip',
+        damageAt: kind === 'storage-fault' ? rng.int(20, 80) / 100 : 0,
       };
       schedule.push(fault);
       at += fault.holdMs + RECOVERY_MS + fault.gapMs;
@@ -95,6 +109,8 @@ export function describeFault(f: ScheduledFault): string {
       case 'kill-random':
       case 'partition':
         return f.nodes[0] ?? '?';
+      case 'storage-fault':
+        return `${f.nodes[0] ?? '?'} (${f.damage} at ${Math.round(f.damageAt * 100)}%)`;
       case 'kill-two':
         return `${f.nodes[0]},${f.nodes[1]}`;
       case 'pause':

@@ -5,6 +5,7 @@
  * monitor, the workload and the checker are the same for both.
  */
 import type { UnexpectedExit } from '@quorumq/cli';
+import type { StorageDamage } from './schedule.js';
 import type { TlsOptions } from '@quorumq/client';
 
 /** Settings every client of the run is created with (on top of the run's own timeouts). */
@@ -49,6 +50,12 @@ export interface NemesisCluster {
   isolate(id: string): void | Promise<void>;
   /** Removes every partition. */
   heal(): void | Promise<void>;
+  /**
+   * Damages a stopped node's data directory (a storage fault: see StorageDamage) at `at`
+   * (a fraction of the file's length); says what it did. Absent where the data directories
+   * are not on this machine (compose).
+   */
+  damageStorage?(id: string, damage: StorageDamage, at: number): Promise<string>;
   /** Heals partitions, resumes paused nodes, starts killed ones and waits until all serve. */
   healAll(timeoutMs: number): Promise<void>;
   /** Waits until the nodes answer the gRPC health check with SERVING. */

@@ -25,12 +25,12 @@ afterAll(() => {
 });
 
 describe('chaos run against the process cluster', () => {
-  it('kill -9 of leaders and followers and a partition: lost = 0 and unexpected = 0', async () => {
+  it('kill -9 of leaders and followers, a partition and a storage fault: lost = 0 and unexpected = 0', async () => {
     const seed = Number(process.env.QUORUMQ_CHAOS_SEED ?? 42);
     const report: ChaosReport = await runChaos({
       seed,
       durationS: 45,
-      faults: parseFaults('kill-leader,kill-random,kill-leader,kill-random,partition'),
+      faults: parseFaults('kill-leader,kill-random,kill-leader,kill-random,partition,storage-fault'),
       rate: 60,
       report: join(dir, 'report.json'),
       log,
@@ -40,6 +40,7 @@ describe('chaos run against the process cluster', () => {
     expect(kinds.filter((k) => k === 'kill-leader').length).toBeGreaterThanOrEqual(2);
     expect(kinds).toContain('kill-random');
     expect(kinds).toContain('partition');
+    expect(kinds).toContain('storage-fault');
     expect(report.faultsSurvived).toBe(report.faultsInjected);
     expect(report.counts.confirmed).toBeGreaterThan(1000);
     expect(report.drainVerified).toBe(true);
@@ -52,6 +53,7 @@ describe('chaos run against the process cluster', () => {
     const written = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as ChaosReport;
     expect(written.seed).toBe(seed);
     expect(written.timeline.some((e) => e.type === 'fault-start')).toBe(true);
+    expect(written.timeline.some((e) => e.type === 'storage-damage')).toBe(true);
     expect(written.leaderElections.length).toBeGreaterThanOrEqual(1);
   }, 240_000);
 });

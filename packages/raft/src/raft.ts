@@ -50,7 +50,9 @@ export type PlantedBug =
   /** Grant votes without checking that the candidate's log is up to date. */
   | 'voteWithoutLogCheck'
   /** Release a read at once, without a quorum confirming that this node still leads. */
-  | 'readIndexWithoutQuorum';
+  | 'readIndexWithoutQuorum'
+  /** A replica recovering from damaged storage votes and campaigns as if it were intact. */
+  | 'recoveringVotes';
 
 export interface RaftOptions {
   readonly id: NodeId;
@@ -125,6 +127,8 @@ export interface RaftStatus {
   readonly config: ClusterConfig;
   readonly leadTransferee: NodeId | null;
   readonly progress: ReadonlyMap<NodeId, { match: number; next: number; state: string; inflight: number }>;
+  /** See RecoveryMark: the term this replica's log must reach before it votes again, or null. */
+  readonly recoveringUntilTerm: number | null;
 }
 
 interface PendingRead {
@@ -203,6 +207,11 @@ export class RaftNode {
   private outstandingReady: ReadyMarks | null = null;
   /** See isQuiet. Volatile: a restarted replica is never quiet. */
   private quiet = false;
+  /**
+   * See RecoveryMark: while set, this replica neither votes nor campaigns. Cleared once the
+   * durable log holds an entry of at least this term (checked in advance()).
+   */
+  private recoveringTerm: number | null;
 
   constructor(options: RaftOptions, restored: RestoredState) {
     this.id = options.id;
@@ -218,6 +227,10 @@ export class RaftNode {
     this.term = restored.hardState.term;
     this.vote = this.options.testOnlyBugs.has('forgetVoteOnRestart') ? null : restored.hardState.vote;
     this.previousHardState = restored.hardState;
+    const mark = restored.recovering ?? null;
+    assert(mark === null || mark.term <= this.term, () => `recovering until term ${mark?.term} but restored term ${this.term} is below it`);
+    this.recoveringTerm = mark === null ? null : mark.term;
+    this.maybeEndRecovery();
     this.becomeFollower(this.term, null);
     this.previousSoftState = this.softState();
   }
@@ -596,6 +609,7 @@ export class RaftNode {
     if (marks.snapshot !== null && this.log.pendingSnapshot === marks.snapshot) this.log.pendingSnapshot = null;
     if (marks.lastEntry !== null) this.log.stableTo(marks.lastEntry.index, marks.lastEntry.term);
     this.log.appliedTo(marks.appliedIndex);
+    this.maybeEndRecovery();
     if (this.role === 'leader') this.onLeaderDurable();
     this.checkInvariants();
   }
@@ -620,12 +634,18 @@ export class RaftNode {
       config: this.log.latestConfig(),
       leadTransferee: this.leadTransferee,
       progress,
+      recoveringUntilTerm: this.recoveringTerm,
     };
   }
 
   /** Whether the latest configuration is committed (a leader proposes the next change only then). */
   get configCommitted(): boolean {
     return !this.configChangePending();
+  }
+
+  /** True while this replica recovers from damaged storage (see RecoveryMark): it does not vote. */
+  get recovering(): boolean {
+    return this.recoveringTerm !== null;
   }
 
   /** The current role, without building a whole status. */
@@ -761,17 +781,50 @@ export class RaftNode {
     return 'pending';
   }
 
+  /** A voter that may campaign: one recovering from damaged storage may not (see RecoveryMark). */
   private promotable(): boolean {
+    if (this.recoveringTerm !== null && !this.options.testOnlyBugs.has('recoveringVotes')) return false;
     return isVoter(this.log.latestConfig(), this.id);
+  }
+
+  /**
+   * Ends recovery once the durable log (not a snapshot still being persisted) holds an entry
+   * of the mark's term or later: terms never decrease along a log, so the last durable one
+   * is the highest.
+   */
+  private maybeEndRecovery(): void {
+    if (this.recoveringTerm === null || this.log.pendingSnapshot !== null) return;
+    const durableTerm = this.log.term(this.log.stableIndex) ?? 0;
+    if (durableTerm >= this.recoveringTerm) this.recoveringTerm = null;
   }
 
   // ---------------------------------------------------------------- ticks
 
   private tickElection(): void {
     this.electionElapsed++;
-    if (!this.promotable() || this.electionElapsed < this.randomizedElectionTicks) return;
+    if (this.electionElapsed < this.randomizedElectionTicks) return;
+    if (this.recoveringTerm !== null && !this.options.testOnlyBugs.has('recoveringVotes')) {
+      this.electionElapsed = 0;
+      this.callForLeader();
+      return;
+    }
+    if (!this.promotable()) return;
     this.electionElapsed = 0;
     this.startElection(this.options.preVote ? 'preElection' : 'election', false);
+  }
+
+  /**
+   * A recovering replica that hears from no leader cannot campaign (see RecoveryMark), and a
+   * quiet leader would never send it anything: it asks every other member to wake (a
+   * heartbeat answer with `wake`), in its own term. A leader of an older term (one that may
+   * count this replica's lost acknowledgements) steps down on it; the others move to this
+   * term and elect a leader of it, which is what ends the recovery.
+   */
+  private callForLeader(): void {
+    for (const member of members(this.log.latestConfig())) {
+      if (member === this.id) continue;
+      this.send({ type: 'heartbeatResp', from: this.id, to: member, term: this.term, readSeq: 0, wake: true });
+    }
   }
 
   private tickHeartbeat(): void {
@@ -881,10 +934,14 @@ export class RaftNode {
   }
 
   private handleVoteRequest(message: PreVoteMessage | VoteMessage): void {
+    // A replica recovering from damaged storage may lack entries committed with its own
+    // acknowledgement: its vote could elect a leader without them (see RecoveryMark).
+    const intact = this.recoveringTerm === null || this.options.testOnlyBugs.has('recoveringVotes');
     const canVote =
-      this.vote === message.from ||
-      (this.vote === null && this.leaderId === null) ||
-      (message.type === 'preVote' && message.term > this.term);
+      intact &&
+      (this.vote === message.from ||
+        (this.vote === null && this.leaderId === null) ||
+        (message.type === 'preVote' && message.term > this.term));
     const logOk =
       this.options.testOnlyBugs.has('voteWithoutLogCheck') || this.log.isUpToDate(message.lastLogIndex, message.lastLogTerm);
     const responseType = message.type === 'preVote' ? 'preVoteResp' : 'voteResp';

@@ -226,6 +226,25 @@ export interface RestoredState {
   readonly snapshot: Snapshot | null;
   /** Durable entries after the snapshot, contiguous and in order. */
   readonly entries: readonly Entry[];
+  /**
+   * Set when the storage found this replica's durable state damaged and repaired it by
+   * dropping what it could not trust (see RecoveryMark). Absent or null: intact.
+   */
+  readonly recovering?: RecoveryMark | null;
+}
+
+/**
+ * A replica that lost durable state (log entries it may have acknowledged, a vote it may
+ * have cast) restarts with a term above every term it could have acted in (`term`, from a
+ * durably kept bound) and this mark. Until its durable log holds an entry of term >= `term`
+ * it neither grants votes (nor pre-votes) nor campaigns: its log may lack entries that
+ * were committed with its own acknowledgement, so its vote could elect a leader missing
+ * them. An entry of term >= `term` can only come from a leader elected without it, whose
+ * log holds every committed entry; once this replica matches that leader's log that far,
+ * it holds everything it ever acknowledged that counted, and is an intact replica again.
+ */
+export interface RecoveryMark {
+  readonly term: number;
 }
 
 export type ProposeResult =

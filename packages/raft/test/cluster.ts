@@ -7,7 +7,7 @@
  * `cluster.checker.violations` is empty (or, with a planted bug, that it is not).
  */
 import { RaftNode, createRandom } from '../src/index.js';
-import type { Entry, HardState, Message, NodeId, RaftOptions, ReadState, Ready, Snapshot } from '../src/index.js';
+import type { Entry, HardState, Message, NodeId, RaftOptions, ReadState, Ready, RecoveryMark, Snapshot } from '../src/index.js';
 import { SafetyChecker } from './safety.js';
 
 export interface DurableState {
@@ -88,12 +88,12 @@ export class TestCluster {
     return this.createNode(id, []);
   }
 
-  private makeRaft(id: NodeId, durable: DurableState, voters: readonly NodeId[]): RaftNode {
+  private makeRaft(id: NodeId, durable: DurableState, voters: readonly NodeId[], recovering: RecoveryMark | null = null): RaftNode {
     let seed = this.seed;
     for (const ch of id) seed = (seed * 31 + ch.charCodeAt(0)) >>> 0;
     return new RaftNode(
       { id, random: createRandom(seed), initialConfig: { voters: [...voters], learners: [] }, ...this.overrides },
-      { hardState: durable.hardState, snapshot: durable.snapshot, entries: [...durable.entries] },
+      { hardState: durable.hardState, snapshot: durable.snapshot, entries: [...durable.entries], recovering },
     );
   }
 
@@ -292,6 +292,21 @@ export class TestCluster {
     this.node(id).crashed = true;
     this.checker.forget(id);
     this.queue = this.queue.filter((m) => m.to !== id && m.from !== id);
+  }
+
+  /**
+   * Restarts a crashed node as its storage repair would after damage: the durable state is
+   * replaced by `repaired` (what survived) and the replica recovers until `mark.term`.
+   */
+  restartRepaired(id: NodeId, repaired: DurableState, mark: RecoveryMark): void {
+    const node = this.node(id);
+    node.durable = repaired;
+    node.raft = this.makeRaft(id, node.durable, node.initialVoters, mark);
+    node.crashed = false;
+    node.applied = [];
+    node.readStates = [];
+    node.machine = node.durable.snapshot === null ? [] : decodeMachine(node.durable.snapshot.data);
+    this.checker.observe(node.raft);
   }
 
   restart(id: NodeId): void {

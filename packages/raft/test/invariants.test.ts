@@ -102,6 +102,7 @@ class Stub implements Observable {
       config: { voters: [], learners: [] },
       leadTransferee: null,
       progress: new Map(),
+      recoveringUntilTerm: null,
     };
   }
   termAt(index: number): number | undefined {

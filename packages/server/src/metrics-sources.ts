@@ -58,3 +58,10 @@ export function leaderlessGroups(meta: Pick<RaftGroup<unknown>, 'leaderId'>, que
   for (const queue of queues) if (queue.group.leaderId === null) count++;
   return count;
 }
+
+/** Replicas repaired after storage damage that have not caught up yet (RaftGroup.recovering). */
+export function recoveringGroups(meta: Pick<RaftGroup<unknown>, 'recovering'>, queues: Iterable<LocalQueue>): number {
+  let count = meta.recovering ? 1 : 0;
+  for (const queue of queues) if (queue.group.recovering) count++;
+  return count;
+}

@@ -66,6 +66,8 @@ export interface GroupCounts {
   readonly waiting?: number;
   /** Replicas that know no leader of their group now. */
   readonly leaderless?: number;
+  /** Replicas repaired after storage damage that have not caught up yet (they do not vote). */
+  readonly recovering?: number;
 }
 
 /** The `group` label of the metadata group's series (with `kind="metadata"`; a queue's series have `kind="queue"`). */
@@ -288,6 +290,17 @@ export class NodeMetrics {
       if (stats !== undefined) this.messageStoreRecords.set(stats.liveRecords);
     },
   });
+  readonly repairs: Counter<'kind'> = new Counter({
+    name: 'quorumq_repairs_total',
+    help: "Group replicas repaired after damage found in this node's storage at start (kind: wal = a corrupt WAL record before the tail, log = a hole in a group's log, snapshot = a damaged or missing snapshot file), and (kind=recovered) repaired replicas that then caught up from a leader",
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+  readonly repairBytes = new Counter({
+    name: 'quorumq_repair_fetched_bytes_total',
+    help: 'Bytes of log entries and snapshots repaired replicas received from their leaders until they were intact again',
+    registers: [this.registry],
+  });
   readonly snapshotsInstalled = new Counter({
     name: 'quorumq_snapshots_installed_total',
     help: "Queue snapshots a leader sent that this node prepared (fetched the message bytes they list) and installed",
@@ -354,14 +367,15 @@ export class NodeMetrics {
   private activeGroups: () => GroupCounts = () => ({ active: 0, all: 0 });
   readonly raftGroups: Gauge<'state'> = new Gauge({
     name: 'quorumq_raft_groups',
-    help: "This node's Raft group replicas: all of them, the active ones (ticked because they have work; the rest are quiet), and the leaderless ones (knowing no leader now)",
+    help: "This node's Raft group replicas: all of them, the active ones (ticked because they have work; the rest are quiet), the leaderless ones (knowing no leader now), and the recovering ones (repaired after storage damage, not caught up yet: they do not vote)",
     labelNames: ['state'],
     registers: [this.registry],
     collect: () => {
-      const { active, all, leaderless = 0 } = this.activeGroups();
+      const { active, all, leaderless = 0, recovering = 0 } = this.activeGroups();
       this.raftGroups.set({ state: 'all' }, all);
       this.raftGroups.set({ state: 'active' }, active);
       this.raftGroups.set({ state: 'leaderless' }, leaderless);
+      this.raftGroups.set({ state: 'recovering' }, recovering);
     },
   });
   readonly raftElections: Gauge<'state'> = new Gauge({

@@ -32,7 +32,8 @@ import { MemberChanges } from './member-changes.js';
 import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics } from './metrics.js';
-import { groupObservation, leaderlessGroups, ledQueueObservations } from './metrics-sources.js';
+import { groupObservation, leaderlessGroups, ledQueueObservations, recoveringGroups } from './metrics-sources.js';
+import { recoveryReporter, reportRepairs } from './repair-report.js';
 import { MoveWorker, type MoveTestOnlyBugs } from './move-worker.js';
 import { EarlyMessages } from './early-messages.js';
 import { GroupTicker } from './group-ticker.js';
@@ -208,6 +209,7 @@ export class BrokerNode {
       onSoftState: (state) => this.onMetaSoftState(state),
       onApplied: () => this.router.onMetaApplied(),
       onFatal: fatal,
+      onRecovered: recoveryReporter(metrics, logger),
       knownMember: (from) => this.directory.has(from),
       electionTicks: config.electionTicks,
       heartbeatTicks: config.heartbeatTicks,
@@ -287,7 +289,7 @@ export class BrokerNode {
     metrics.diskFreeLimitBytes.set(config.diskFreeLimitBytes);
     metrics.observeGroups(() => {
       const { running, waiting } = this.groupTicks.campaigns;
-      return { active: this.groupTicks.activeCount, all: this.queues.size + 1, campaigning: running, waiting, leaderless: leaderlessGroups(this.metaGroup, this.queues.all()) };
+      return { active: this.groupTicks.activeCount, all: this.queues.size + 1, campaigning: running, waiting, leaderless: leaderlessGroups(this.metaGroup, this.queues.all()), recovering: recoveringGroups(this.metaGroup, this.queues.all()) };
     });
   }
 
@@ -318,9 +320,7 @@ export class BrokerNode {
         metrics.walSyncs.inc(stats.segments);
       },
     });
-    if (storage.corruption !== null) {
-      logger.error({ corruption: storage.corruption }, 'WAL corruption found; the affected groups will not serve from this copy');
-    }
+    reportRepairs(storage.repairs, metrics, logger);
     if (config.testOnlyConfirmBeforeCommit) logger.warn('TEST ONLY: publishes are confirmed before they commit; confirmed messages can be lost');
     const messageStore = await MessageStore.open({
       dir: join(config.dataDir, 'messages'),

@@ -22,6 +22,7 @@ import type { ProposalRouter } from './proposal-router.js';
 import { initialVoters, replicaNodes } from './queue-membership.js';
 import { QueueReplica, type QueueApplyResult, type ReplicaTestOnlyBugs } from './queue-replica.js';
 import type { GroupTicker } from './group-ticker.js';
+import { recoveryReporter } from './repair-report.js';
 import { RaftGroup, type GroupObserver, type GroupTestOnlyBugs, type RaftTuning } from './raft-group.js';
 
 /**
@@ -235,6 +236,7 @@ export class QueueReplicas {
         if (local !== null) wiring.duties.afterApplied(local);
       },
       onFatal: (error) => parts.fatal(error),
+      onRecovered: recoveryReporter(parts.metrics, parts.logger),
       onPrepared: (index, ms) => {
         parts.metrics?.snapshotsInstalled.inc();
         parts.metrics?.snapshotBytesFetched.inc(replica.lastPrepared?.fetchedBytes ?? 0);

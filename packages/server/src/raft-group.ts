@@ -146,8 +146,23 @@ export interface RaftGroupOptions<R> {
   /** See RaftOptions.announceCommit (the metadata group). */
   readonly announceCommit?: boolean;
   readonly tuning?: RaftTuning;
+  /** A replica restored recovering from damaged storage caught up (see RecoveryMark): what it got from whom. */
+  readonly onRecovered?: (report: RecoveryReport) => void;
   readonly observer?: GroupObserver;
   readonly testOnlyBugs?: GroupTestOnlyBugs;
+}
+
+/** What a replica repaired after damage received from its leader until it was intact again. */
+export interface RecoveryReport {
+  readonly groupId: string;
+  /** The leader whose entries (or snapshot) ended the recovery. */
+  readonly leaderId: NodeId | null;
+  readonly term: number;
+  readonly entries: number;
+  /** Bytes of entries and snapshot data persisted while recovering. */
+  readonly bytes: number;
+  readonly snapshots: number;
+  readonly ms: number;
 }
 
 interface Pending<R> {
@@ -195,6 +210,8 @@ export class RaftGroup<R> {
    * then saved in the background (`build` null). One at a time.
    */
   private snapshotting: { readonly index: number; build: SnapshotBuild | null } | null = null;
+  /** While the replica recovers from damaged storage: what it received so far (see RecoveryReport). */
+  private recovery: { readonly since: number; entries: number; bytes: number; snapshots: number } | null = null;
 
   constructor(private readonly options: RaftGroupOptions<R>) {
     const restored = options.storage.restoreGroup(options.groupId);
@@ -225,7 +242,35 @@ export class RaftGroup<R> {
       const first = firstCandidate(options.groupId, restored.hardState.term, this.raft.voters, options.isPeerSilent ?? (() => false));
       this.raft.startupElection(first === options.nodeId);
     }
+    if (this.raft.recovering) this.recovery = { since: options.env.now(), entries: 0, bytes: 0, snapshots: 0 };
     options.ticker?.activate(this);
+  }
+
+  /** Restored from damaged storage and not caught up yet: it neither votes nor campaigns (see RecoveryMark). */
+  get recovering(): boolean {
+    return this.raft.recovering;
+  }
+
+  private noteRecovery(ready: Ready): void {
+    const recovery = this.recovery;
+    if (recovery === null) return;
+    recovery.entries += ready.entries.length;
+    for (const entry of ready.entries) recovery.bytes += entry.data.byteLength;
+    if (ready.snapshot !== null) {
+      recovery.snapshots += 1;
+      recovery.bytes += ready.snapshot.data.byteLength;
+    }
+    if (this.raft.recovering) return;
+    this.recovery = null;
+    this.options.onRecovered?.({
+      groupId: this.groupId,
+      leaderId: this.raft.currentLeaderId,
+      term: this.raft.currentTerm,
+      entries: recovery.entries,
+      bytes: recovery.bytes,
+      snapshots: recovery.snapshots,
+      ms: this.options.env.now() - recovery.since,
+    });
   }
 
   /** The next tick starts an election the node's ticker may hold back (see GroupTicker). */
@@ -696,6 +741,7 @@ export class RaftGroup<R> {
       this.apply(ready);
       this.serveReads(ready);
       this.raft.advance();
+      this.noteRecovery(ready);
       await this.maybeSnapshot();
     }
   }

@@ -61,14 +61,14 @@ function printOne(result: SimResult): void {
   );
   console.log(
     `  faults: dropped=${f.dropped} duplicated=${f.duplicated} partitions=${f.partitions} crashes=${f.crashes} torn=${f.tornWrites} ` +
-      `lostUnsyncedBytes=${f.lostUnsyncedBytes} pauses=${f.pauses} transfers=${f.transfers} membership=${f.membershipChanges}`,
+      `lostUnsyncedBytes=${f.lostUnsyncedBytes} pauses=${f.pauses} transfers=${f.transfers} membership=${f.membershipChanges} storageFaults=${f.storageFaults}`,
   );
   if (result.violation !== null) console.log(`  ${result.violation.message}`);
 }
 
 async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, stopOnFailure: boolean): Promise<void> {
   const started = process.hrtime.bigint();
-  const totals = { dropped: 0, duplicated: 0, partitions: 0, crashes: 0, tornWrites: 0, pauses: 0, transfers: 0, membershipChanges: 0, events: 0, acknowledged: 0 };
+  const totals = { dropped: 0, duplicated: 0, partitions: 0, crashes: 0, tornWrites: 0, pauses: 0, transfers: 0, membershipChanges: 0, storageFaults: 0, events: 0, acknowledged: 0 };
   const failed: SimResult[] = [];
   let run = 0;
   for (let seed = from; seed < from + count; seed++) {
@@ -83,6 +83,7 @@ async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, s
     totals.pauses += f.pauses;
     totals.transfers += f.transfers;
     totals.membershipChanges += f.membershipChanges;
+    totals.storageFaults += f.storageFaults;
     totals.events += result.events;
     totals.acknowledged += result.acknowledged;
     if (!result.ok) {
@@ -96,7 +97,7 @@ async function runMany(from: number, count: number, bugs: ReadonlySet<SimBug>, s
   console.log(`seeds: ${run} (from ${from}), ${(run / seconds).toFixed(1)} seeds/s, ${seconds.toFixed(1)} s`);
   console.log(
     `faults injected: dropped=${totals.dropped} duplicated=${totals.duplicated} partitions=${totals.partitions} ` +
-      `crashes=${totals.crashes} tornWrites=${totals.tornWrites} pauses=${totals.pauses} transfers=${totals.transfers} membershipChanges=${totals.membershipChanges}`,
+      `crashes=${totals.crashes} tornWrites=${totals.tornWrites} pauses=${totals.pauses} transfers=${totals.transfers} membershipChanges=${totals.membershipChanges} storageFaults=${totals.storageFaults}`,
   );
   console.log(`events: ${totals.events}, proposals acknowledged: ${totals.acknowledged}`);
   console.log(`${run - failed.length} clean, ${failed.length} failed${failed.length > 0 ? `: seeds ${failed.map((r) => r.seed).join(', ')}` : ''}`);
@@ -112,7 +113,7 @@ function brokerBugs(names: readonly string[]): Set<BrokerSimBug> {
 function printBroker(result: BrokerSimResult): void {
   console.log(
     `seed ${result.seed}: ${result.ok ? 'ok' : 'FAILED'} events=${result.events} simulated=${result.simulatedMs}ms confirmed=${result.confirmed} ` +
-      `acked=${result.acked} deadLettered=${result.deadLettered} moved=${result.moved} crashes=${result.crashes} partitions=${result.partitions}` +
+      `acked=${result.acked} deadLettered=${result.deadLettered} moved=${result.moved} crashes=${result.crashes} storageFaults=${result.storageFaults} partitions=${result.partitions}` +
       `${result.replaced !== null ? ` replaced=${result.replaced}` : ''} trace=${result.traceHash}`,
   );
   if (result.violation !== null) console.log(`  ${result.violation.message}`);
@@ -121,7 +122,7 @@ function printBroker(result: BrokerSimResult): void {
 async function runManyBroker(from: number, count: number, bugs: ReadonlySet<BrokerSimBug>, stopOnFailure: boolean, idleChecks: boolean): Promise<void> {
   const started = process.hrtime.bigint();
   const failed: number[] = [];
-  const totals = { events: 0, confirmed: 0, acked: 0, deadLettered: 0, moved: 0, crashes: 0, partitions: 0, replaced: 0 };
+  const totals = { events: 0, confirmed: 0, acked: 0, deadLettered: 0, moved: 0, crashes: 0, storageFaults: 0, partitions: 0, replaced: 0 };
   let run = 0;
   for (let seed = from; seed < from + count; seed++) {
     const result = await runBrokerSeed({ seed, bugs, idleChecks });
@@ -132,6 +133,7 @@ async function runManyBroker(from: number, count: number, bugs: ReadonlySet<Brok
     totals.deadLettered += result.deadLettered;
     totals.moved += result.moved;
     totals.crashes += result.crashes;
+    totals.storageFaults += result.storageFaults;
     totals.partitions += result.partitions;
     if (result.replaced !== null) totals.replaced++;
     if (!result.ok) {
@@ -144,7 +146,7 @@ async function runManyBroker(from: number, count: number, bugs: ReadonlySet<Brok
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   console.log(`broker seeds: ${run} (from ${from}), ${(run / seconds).toFixed(1)} seeds/s, ${seconds.toFixed(1)} s`);
   console.log(
-    `messages confirmed=${totals.confirmed} acked=${totals.acked} deadLettered=${totals.deadLettered} moved=${totals.moved}; faults crashes=${totals.crashes} partitions=${totals.partitions}; a founder replaced by a joining node in ${totals.replaced} seeds; events=${totals.events}`,
+    `messages confirmed=${totals.confirmed} acked=${totals.acked} deadLettered=${totals.deadLettered} moved=${totals.moved}; faults crashes=${totals.crashes} storageFaults=${totals.storageFaults} partitions=${totals.partitions}; a founder replaced by a joining node in ${totals.replaced} seeds; events=${totals.events}`,
   );
   console.log(`${run - failed.length} clean, ${failed.length} failed${failed.length > 0 ? `: seeds ${failed.join(', ')}` : ''}`);
   process.exitCode = failed.length === 0 ? 0 : 1;

@@ -1,5 +1,5 @@
 import type { NodeId, Random } from '@quorumq/raft';
-import type { KvOp, KvStore, StoreFs, StoreReadFile, WalFile } from '@quorumq/storage';
+import { scanSegment, type KvOp, type KvStore, type StoreFs, type StoreReadFile, type WalFile } from '@quorumq/storage';
 import { chance } from './network.js';
 import type { Scheduler } from './scheduler.js';
 
@@ -15,6 +15,16 @@ export interface CrashLoss {
   readonly lostBytes: number;
   readonly torn: boolean;
 }
+
+/**
+ * Damage to a stopped node's durable files, beyond what a crash loses (see NodeDisk.damage):
+ * a flipped bit in a WAL record or a snapshot file, a truncated WAL segment or snapshot
+ * file, a lost snapshot file.
+ */
+export type StorageFault = 'flipRecord' | 'truncateSegment' | 'flipSnapshot' | 'truncateSnapshot' | 'loseSnapshot';
+export const STORAGE_FAULTS: readonly StorageFault[] = ['flipRecord', 'truncateSegment', 'flipSnapshot', 'truncateSnapshot', 'loseSnapshot'];
+
+const SEGMENT_FILE = /\/\d{16}\.wal$/;
 
 /**
  * The disks of all simulated nodes. It keeps the durability contract of WalFs and KvStore
@@ -51,6 +61,11 @@ export class FakeDisk {
   /** Loses everything not durable on `node`'s disk; pending syncs never complete. */
   crash(node: NodeId, tornWriteRate: number): CrashLoss {
     return this.diskOf(node).crash(tornWriteRate);
+  }
+
+  /** Damages a crashed node's durable files (see NodeDisk.damage); a description, or null if nothing fit. */
+  damage(node: NodeId, fault: StorageFault): string | null {
+    return this.diskOf(node).damage(fault);
   }
 }
 
@@ -119,6 +134,66 @@ class NodeDisk {
     this.kvSyncedBatches += this.kvUnsynced.length;
     this.kvUnsynced = [];
     return { lostBytes, torn };
+  }
+
+  /**
+   * Damages a durable file of this crashed node. Only damage that a checksum or a length can
+   * reveal: a flipped bit anywhere but in the last record of the last WAL segment (there it
+   * is indistinguishable from a torn write, which recovery rightly discards), a WAL segment
+   * that is not the last one cut inside a record, a snapshot file flipped, cut or lost.
+   */
+  damage(fault: StorageFault): string | null {
+    const paths = [...this.files.keys()].sort();
+    const segments = paths.filter((path) => SEGMENT_FILE.test(path));
+    const snapshots = paths.filter((path) => path.endsWith('.snap'));
+    const pick = (from: readonly string[]): string | undefined => (from.length === 0 ? undefined : from[this.random.nextInt(from.length)]);
+    switch (fault) {
+      case 'flipRecord': {
+        const path = pick(segments);
+        if (path === undefined) return null;
+        const bytes = this.files.get(path)!.current;
+        const records = scanSegment(bytes, true).records;
+        // In the last segment, stop before its last record.
+        const end = path === segments[segments.length - 1] ? (records[records.length - 1]?.offset ?? 0) : bytes.byteLength;
+        if (end <= 0) return null;
+        const at = this.random.nextInt(end);
+        this.rewrite(path, flipBit(bytes, at, this.random.nextInt(8)));
+        return `flipped a bit at ${at} of ${path}`;
+      }
+      case 'truncateSegment': {
+        const path = pick(segments.slice(0, -1));
+        if (path === undefined) return null;
+        const bytes = this.files.get(path)!.current;
+        const starts = new Set(scanSegment(bytes, false).records.map((record) => record.offset));
+        let cut = this.random.nextInt(bytes.byteLength);
+        while (starts.has(cut) && cut > 0) cut--; // a cut at a record boundary would look clean
+        if (cut === 0) return null;
+        this.rewrite(path, bytes.slice(0, cut));
+        return `truncated ${path} to ${cut} of ${bytes.byteLength} bytes`;
+      }
+      case 'flipSnapshot':
+      case 'truncateSnapshot': {
+        const path = pick(snapshots);
+        const bytes = path === undefined ? undefined : this.files.get(path)?.current;
+        if (path === undefined || bytes === undefined || bytes.byteLength === 0) return null;
+        const at = this.random.nextInt(bytes.byteLength);
+        this.rewrite(path, fault === 'flipSnapshot' ? flipBit(bytes, at, this.random.nextInt(8)) : bytes.slice(0, at));
+        return `${fault === 'flipSnapshot' ? 'flipped a bit at' : 'truncated to'} ${at} of ${path}`;
+      }
+      case 'loseSnapshot': {
+        const path = pick(snapshots);
+        if (path === undefined) return null;
+        this.files.delete(path);
+        this.durableFiles.delete(path);
+        return `lost ${path}`;
+      }
+    }
+  }
+
+  private rewrite(path: string, bytes: Uint8Array): void {
+    const file = this.files.get(path)!;
+    file.current = bytes.slice();
+    file.synced = bytes.slice();
   }
 
   fs(): StoreFs {
@@ -296,6 +371,12 @@ function compareKeys(a: string, b: string): number {
 
 function normalize(dir: string): string {
   return dir.length > 1 && dir.endsWith('/') ? dir.slice(0, -1) : dir;
+}
+
+function flipBit(bytes: Uint8Array, at: number, bit: number): Uint8Array {
+  const copy = bytes.slice();
+  copy[at] = copy[at]! ^ (1 << bit);
+  return copy;
 }
 
 function startsWith(data: Uint8Array, prefix: Uint8Array): boolean {

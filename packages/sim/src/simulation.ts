@@ -3,7 +3,7 @@ import type { ConfChange, NodeId, PlantedBug, Random } from '@quorumq/raft';
 import { FirstFailure, TraceHash, violationOf } from './outcome.js';
 import { SafetyViolation } from './checker.js';
 import type { Property } from './checker.js';
-import { FakeDisk } from './fake-disk.js';
+import { FakeDisk, STORAGE_FAULTS } from './fake-disk.js';
 import { SimNetwork, chance } from './network.js';
 import type { NetworkFaults } from './network.js';
 import { Scheduler } from './scheduler.js';
@@ -20,6 +20,7 @@ export const SIM_BUGS: readonly SimBug[] = [
   'readIndexWithoutQuorum',
   'ackBeforeFsync',
   'ignorePeerSilence',
+  'recoveringVotes',
 ];
 
 export interface SimOptions {
@@ -41,6 +42,8 @@ export interface FaultCounts {
   pauses: number;
   transfers: number;
   membershipChanges: number;
+  /** Damage done to a stopped node's files (see StorageFault), which its storage must repair. */
+  storageFaults: number;
 }
 
 export interface SimResult {
@@ -72,6 +75,9 @@ interface FaultProfile {
   readonly pauseEveryMs: number;
   readonly transferEveryMs: number;
   readonly membershipEveryMs: number;
+  /** The one node (a minority) whose files may be damaged while it is down, and how often. */
+  readonly storageVictim: NodeId;
+  readonly storageFaultRate: number;
 }
 
 const TICK_MS = 10;
@@ -110,6 +116,7 @@ export class Simulation {
     pauses: 0,
     transfers: 0,
     membershipChanges: 0,
+    storageFaults: 0,
   };
   private readonly pausedUntil = new Map<NodeId, number>();
   private readonly outcome = new FirstFailure();
@@ -157,6 +164,8 @@ export class Simulation {
       pauseEveryMs: pick([700, 2000, 1_000_000]),
       transferEveryMs: pick([300, 1000, 1_000_000]),
       membershipEveryMs: this.initialVoters.length < this.ids.length ? pick([150, 400]) : 1_000_000,
+      storageVictim: pick(this.ids),
+      storageFaultRate: pick([0, 0.3, 0.8]),
     };
   }
 
@@ -318,8 +327,18 @@ export class Simulation {
     const leader = this.randomGroup().leaders()[0];
     const id = leader !== undefined && chance(this.random, this.profile.crashLeaderRate) ? leader : this.ids[this.random.nextInt(this.ids.length)]!;
     this.crash(id);
+    if (id === this.profile.storageVictim && chance(this.random, this.profile.storageFaultRate)) this.damageStorage(id);
     const downMs = 20 + this.random.nextInt(500);
     this.scheduler.after(downMs, `restart ${id}`, () => this.restart(id));
+  }
+
+  /** Damages the files of a node that is down: its storage must find the damage and repair. */
+  private damageStorage(id: NodeId): void {
+    const fault = STORAGE_FAULTS[this.random.nextInt(STORAGE_FAULTS.length)]!;
+    const done = this.disk.damage(id, fault);
+    if (done === null) return;
+    this.faults.storageFaults++;
+    this.traceLine(`storage fault ${id} ${fault}: ${done}`);
   }
 
   private partitionRandomly(): void {

@@ -24,6 +24,9 @@ describe('planted bugs are caught', { timeout: 300_000 }, () => {
     ['readIndexWithoutQuorum', ['LinearizableRead']],
     // Storage also refuses a vote that changes within a term; either defence counts.
     ['forgetVoteOnRestart', ['ElectionSafety', 'LeaderCompleteness', 'StateMachineSafety', 'Invariant']],
+    // A replica repaired after storage damage (one node's files are damaged while it is down)
+    // votes as if intact: it helps elect a leader missing entries it had acknowledged.
+    ['recoveringVotes', ['LeaderCompleteness', 'StateMachineSafety', 'AcknowledgedNotLost', 'LogMatching', 'ElectionSafety']],
     // A liveness bug: quiet followers never learn that their leader's node died.
     ['ignorePeerSilence', ['Liveness']],
   ];

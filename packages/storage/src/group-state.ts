@@ -1,7 +1,7 @@
 import type { Entry, HardState, Snapshot } from '@quorumq/raft';
 import { assert } from './assert.js';
 import type { WalCorruption } from './errors.js';
-import type { Checkpoint, Overwrite } from './kv-layout.js';
+import type { Checkpoint, Overwrite, RecoveringMark } from './kv-layout.js';
 import type { WalPosition } from './wal.js';
 
 export const EMPTY_HARD_STATE: HardState = { term: 0, vote: null, commit: 0 };
@@ -47,6 +47,14 @@ export class GroupState {
   savedOverwrites: readonly Overwrite[] = [];
   /** Serializes the writes of this group that need the KV store before the WAL. */
   lane: Promise<void> | null = null;
+  /** Durable in the KV store: no hard state of this group with a higher term was ever written. */
+  termBound = 0;
+  /** The bound asked for by persists submitted so far (durable once their KV step is done). */
+  termBoundSubmitted = 0;
+  /** The snapshot the KV store points at could not be read back intact (missing, short, bad CRC). */
+  lostSnapshot: string | null = null;
+  /** Repaired after damage and not caught up yet (see repair.ts); kept in the KV store. */
+  recovering: RecoveringMark | null = null;
 
   constructor(readonly id: string) {}
 
@@ -56,6 +64,11 @@ export class GroupState {
 
   lastIndex(): number {
     return this.snapshotIndex() + this.entries.length;
+  }
+
+  /** The term of the last durable entry (or of the snapshot), 0 for an empty log. */
+  lastTerm(): number {
+    return this.entries[this.entries.length - 1]?.term ?? this.snapshot?.meta.term ?? 0;
   }
 
   /** Appends durable entries; an entry at index i replaces the entries at i and after. */
@@ -131,11 +144,36 @@ export class GroupState {
     this.setDurableHardState(EMPTY_HARD_STATE, null);
     this.damage = null;
     this.failure = null;
+    this.lostSnapshot = null;
+    this.recovering = null;
+    this.termBound = 0;
     this.resetSubmitted();
   }
 
   /** Forget what was submitted but not made durable (after a restore). */
   resetSubmitted(): void {
     this.submitted = { lastIndex: this.lastIndex(), snapshotIndex: this.snapshotIndex(), hardState: this.hardState };
+    this.termBoundSubmitted = this.termBound;
+  }
+
+  /**
+   * Repaired after damage: the log restarts after `snapshot` (the group's own, if it was
+   * intact, else none) at `floor`, with a hard state in a term it never acted in.
+   */
+  restartAfterDamage(snapshot: Snapshot | null, floor: WalPosition, checkpoint: Checkpoint, recovering: RecoveringMark, termBound: number): void {
+    this.epoch += 1;
+    this.floor = floor;
+    this.snapshot = snapshot;
+    this.entries = [];
+    this.overwrites = [];
+    this.savedOverwrites = [];
+    this.checkpoint = checkpoint;
+    this.setDurableHardState(checkpoint.hardState, null);
+    this.replayGap = null;
+    this.damage = null;
+    this.lostSnapshot = null;
+    this.recovering = recovering;
+    this.termBound = termBound;
+    this.resetSubmitted();
   }
 }

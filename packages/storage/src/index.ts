@@ -39,6 +39,7 @@ export { MessageStore } from './message-store/store.js';
 export { MESSAGE_STORE_DEFAULTS, type MessageStoreOptions } from './message-store/store-options.js';
 export { NodeWalFs } from './node-wal-fs.js';
 export { SnapshotFileError, SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
+export { LEGACY_TERM_MARGIN, TERM_BOUND_STEP, type DamageKind, type StorageRepair } from './repair.js';
 export {
   encodeRecords,
   GROUP_ID_BYTES_MAX,

@@ -17,6 +17,12 @@
  *   snapshot-data/<id>  the snapshot's bytes, as stores written before snapshot files kept
  *                       them (read when there is no snapshot-file/<id>; removed by the next
  *                       snapshot of the group)
+ *   termbound/<id>      JSON number: no hard state of the group with a higher term was ever
+ *                       written (raised, ahead, before a hard state would pass it), so a
+ *                       replica whose WAL lost its hard state knows a term it never acted in
+ *   recovering/<id>     JSON {term, reason}: the group's durable state was damaged and
+ *                       repaired (see repair.ts); it recovers until its log holds an entry
+ *                       of at least that term
  *
  * Values are validated when read: a malformed value is an invariant violation, not data.
  */
@@ -32,6 +38,8 @@ export const KV_PREFIX = {
   snapshotMeta: 'snapshot-meta/',
   snapshotData: 'snapshot-data/',
   snapshotFile: 'snapshot-file/',
+  termBound: 'termbound/',
+  recovering: 'recovering/',
 } as const;
 
 export type KvKind = keyof typeof KV_PREFIX;
@@ -100,6 +108,23 @@ export function decodeSnapshotMeta(bytes: Uint8Array, key: string): SnapshotMeta
     learners: stringArray(config['learners'], key),
   };
   return { index: uint(value['index'], key), term: uint(value['term'], key), config: clusterConfig };
+}
+
+export function decodeTermBound(bytes: Uint8Array, key: string): number {
+  return uint(parseJson(bytes, key), key);
+}
+
+/** A group repaired after damage: it recovers until its log holds an entry of `term` (see RecoveryMark). */
+export interface RecoveringMark {
+  readonly term: number;
+  readonly reason: string;
+}
+
+export function decodeRecovering(bytes: Uint8Array, key: string): RecoveringMark {
+  const value = asObject(parseJson(bytes, key), key);
+  const reason = value['reason'];
+  assert(typeof reason === 'string', () => `${key}: bad reason`);
+  return { term: uint(value['term'], key), reason };
 }
 
 function parseJson(bytes: Uint8Array, key: string): unknown {

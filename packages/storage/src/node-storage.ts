@@ -34,8 +34,10 @@ import {
   decodeCheckpoint,
   decodeOverwrites,
   decodePosition,
+  decodeRecovering,
   decodeSnapshotFileRef,
   decodeSnapshotMeta,
+  decodeTermBound,
   EMPTY_VALUE,
   encodeJson,
   KV_PREFIX,
@@ -43,6 +45,7 @@ import {
   type Checkpoint,
   type Overwrite,
 } from './kv-layout.js';
+import { planRepairs, TERM_BOUND_STEP, type StorageRepair } from './repair.js';
 import { GROUP_ID_BYTES_MAX, VOTE_BYTES_MAX, type WalRecord } from './record.js';
 import {
   comparePositions,
@@ -54,7 +57,7 @@ import {
   type WalRecovery,
   type WalUsage,
 } from './wal.js';
-import { SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
+import { SnapshotFileError, SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
 import { joinPath, type WalFs } from './wal-fs.js';
 
 export const SNAPSHOT_INTERVAL_DEFAULT = 1024;
@@ -92,6 +95,8 @@ export interface PersistUpdate {
 /** What a persist needs from the KV store before its WAL records may be queued. */
 interface KvPlan {
   readonly registerMember: boolean;
+  /** The term bound to make durable first (see kv-layout.ts, termbound/), or null. */
+  readonly raiseTermBound: number | null;
   /** A snapshot from the leader, with the hard state to checkpoint beside it. */
   readonly install: { readonly snapshot: Snapshot; readonly hardState: HardState } | null;
 }
@@ -104,8 +109,10 @@ export class NodeStorage {
   private closing: Promise<void> | null = null;
   /** All KV writes run one at a time, each computing its ops from the state it finds. */
   private kvQueue: Promise<void> = Promise.resolve();
-  /** The member registrations waiting for their KV write (see registerMember). */
-  private registering: { readonly groups: GroupState[]; readonly written: Promise<void> } | null = null;
+  /** The member registrations and term bounds waiting for their KV write (see markGroup). */
+  private marking: { readonly marks: Map<GroupState, number | null>; readonly written: Promise<void> } | null = null;
+  /** What was found damaged when the storage opened and how it was repaired. */
+  private repairsDone: readonly StorageRepair[] = [];
   private compaction: Promise<void> = Promise.resolve();
 
   private constructor(
@@ -147,12 +154,57 @@ export class NodeStorage {
       group.replayGap = null;
       group.resetSubmitted();
     }
-    logRecovery(options.logger ?? consoleLogger, wal.recovery);
-    return new NodeStorage(wal, options.kv, groups, snapshotInterval, snapshotFiles, snapshotFileOf);
+    const logger = options.logger ?? consoleLogger;
+    logRecovery(logger, wal.recovery);
+    const storage = new NodeStorage(wal, options.kv, groups, snapshotInterval, snapshotFiles, snapshotFileOf);
+    await storage.repairDamage(logger);
+    return storage;
   }
 
   get recovery(): WalRecovery {
     return this.wal.recovery;
+  }
+
+  /**
+   * The damage found when the storage opened, each with its repair (see repair.ts): the
+   * groups named here restarted from their snapshot (or empty) and recover from a leader.
+   */
+  get repairs(): readonly StorageRepair[] {
+    return this.repairsDone;
+  }
+
+  /** The group was repaired and has not caught up yet: its replica must not vote (see RecoveryMark). */
+  isRecovering(groupId: string): boolean {
+    const group = this.groupStates.get(groupId);
+    return group !== undefined && group.member && group.recovering !== null;
+  }
+
+  /**
+   * Repairs what `open` found damaged (see repair.ts for the rules and why they are safe),
+   * durably, before any group restores; gives old stores their term bounds; forgets the
+   * recovery marks of groups that caught up before a crash.
+   */
+  private async repairDamage(logger: StorageLogger): Promise<void> {
+    const corruption = this.wal.corruption;
+    let seqMin = 0;
+    for (const group of this.groupStates.values()) {
+      seqMin = Math.max(seqMin, group.floor?.seq ?? 0, group.checkpoint?.position?.seq ?? 0, ...group.overwrites.map((o) => o.seq));
+    }
+    const restartSeq = corruption === null ? null : this.wal.restartSeq(seqMin + 1);
+    const floor = restartSeq === null ? this.wal.position() : { seq: restartSeq, offset: 0 };
+    const plan = planRepairs([...this.groupStates.values()], corruption, floor);
+    if (plan.ops.length > 0) await this.kv.batch(plan.ops, { sync: true });
+    plan.apply();
+    if (restartSeq !== null) await this.wal.restartAfterCorruption(restartSeq);
+    for (const warning of plan.warnings) logger.warn(warning);
+    for (const repair of plan.repairs) {
+      logger.warn(
+        `REPAIR: group ${repair.groupId}: ${repair.damage} (${repair.detail}); dropped ${repair.droppedEntries} log entries` +
+          `${repair.snapshotIndex === null ? ' and its snapshot' : `, kept its snapshot at ${repair.snapshotIndex}`}; ` +
+          `it restarts in term ${repair.term} and neither votes nor campaigns until a leader gives it an entry of that term`,
+      );
+    }
+    this.repairsDone = plan.repairs;
   }
 
   /** Unreadable WAL bytes found before the tail, or null. */
@@ -192,7 +244,8 @@ export class NodeStorage {
     checkRestorable(group);
     group.failure = null;
     group.resetSubmitted();
-    return { hardState: group.hardState, snapshot: group.snapshot, entries: group.entries.slice() };
+    const recovering = group.recovering === null ? null : { term: group.recovering.term };
+    return { hardState: group.hardState, snapshot: group.snapshot, entries: group.entries.slice(), recovering };
   }
 
   /** The group's saved snapshot (taken here or installed from a leader), or null. Changes nothing. */
@@ -222,7 +275,7 @@ export class NodeStorage {
     } catch (error) {
       return Promise.reject(error);
     }
-    if (!plan.registerMember && plan.install === null && group.lane === null) {
+    if (!plan.registerMember && plan.raiseTermBound === null && plan.install === null && group.lane === null) {
       return this.enqueueUpdate(group, update, lazy);
     }
     const enqueued = this.onLane(group, async () => {
@@ -359,36 +412,44 @@ export class NodeStorage {
   }
 
   private async applyKvPlan(group: GroupState, plan: KvPlan): Promise<void> {
-    if (plan.install !== null) return this.kvStep(() => this.writeInstall(group, plan.install!.snapshot, plan.install!.hardState));
-    if (group.member) return;
-    return this.registerMember(group);
+    if (plan.install !== null) {
+      const { snapshot, hardState } = plan.install;
+      return this.kvStep(() => this.writeInstall(group, snapshot, hardState, plan.raiseTermBound));
+    }
+    if (group.member && (plan.raiseTermBound === null || plan.raiseTermBound <= group.termBound)) return;
+    return this.markGroup(group, plan.raiseTermBound);
   }
 
   /**
    * Records that this node holds a replica of `group` (loaded on restart) before its first
-   * records are written. The groups created while a registration waits for its turn in the
-   * KV queue join it: one synced LevelDB batch for all of them, not one each (a burst of
-   * declares creates hundreds of groups a second, and each synced write costs an fdatasync).
-   * A registration only ever comes first in its group's lane, so moving it ahead of other
-   * groups' KV work reorders nothing that concerns it.
+   * records are written, and raises its term bound before a hard state passes it. The groups
+   * marked while a batch waits for its turn in the KV queue join it: one synced LevelDB batch
+   * for all of them, not one each (a burst of declares creates hundreds of groups a second,
+   * and each synced write costs an fdatasync). A mark only ever comes first in its group's
+   * lane, so moving it ahead of other groups' KV work reorders nothing that concerns it.
    */
-  private registerMember(group: GroupState): Promise<void> {
-    if (this.registering === null) {
-      const pending: GroupState[] = [];
+  private markGroup(group: GroupState, termBound: number | null): Promise<void> {
+    if (this.marking === null) {
+      const marks = new Map<GroupState, number | null>();
       const written = this.kvStep(async () => {
-        if (this.registering?.groups === pending) this.registering = null;
-        const fresh = pending.filter((g) => !g.member);
-        if (fresh.length === 0) return;
-        await this.kv.batch(
-          fresh.map((g) => ({ type: 'put' as const, key: kvKey('member', g.id), value: EMPTY_VALUE })),
-          { sync: true },
-        );
-        for (const g of fresh) g.member = true;
+        if (this.marking?.marks === marks) this.marking = null;
+        const ops: KvOp[] = [];
+        for (const [g, bound] of marks) {
+          if (!g.member) ops.push({ type: 'put', key: kvKey('member', g.id), value: EMPTY_VALUE });
+          if (bound !== null && bound > g.termBound) ops.push({ type: 'put', key: kvKey('termBound', g.id), value: encodeJson(bound) });
+        }
+        if (ops.length === 0) return;
+        await this.kv.batch(ops, { sync: true });
+        for (const [g, bound] of marks) {
+          g.member = true;
+          if (bound !== null) g.termBound = Math.max(g.termBound, bound);
+        }
       });
-      this.registering = { groups: pending, written };
+      this.marking = { marks, written };
     }
-    this.registering.groups.push(group);
-    return this.registering.written;
+    const previous = this.marking.marks.get(group) ?? null;
+    this.marking.marks.set(group, termBound === null ? previous : Math.max(termBound, previous ?? 0));
+    return this.marking.written;
   }
 
   /**
@@ -397,7 +458,7 @@ export class NodeStorage {
    * the hard state. Its commit is the snapshot index: that much is committed (it is in the
    * snapshot) and durable now, while entries after it are not yet.
    */
-  private async writeInstall(group: GroupState, snapshot: Snapshot, hardState: HardState): Promise<void> {
+  private async writeInstall(group: GroupState, snapshot: Snapshot, hardState: HardState, termBound: number | null): Promise<void> {
     const file = await this.snapshotFiles.write(group.id, snapshot.meta.index, snapshot.meta.term, snapshot.data);
     const floor = this.wal.position();
     const checkpoint: Checkpoint = {
@@ -411,9 +472,11 @@ export class NodeStorage {
         { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
         { type: 'put', key: kvKey('checkpoint', group.id), value: encodeJson(checkpoint) },
         { type: 'del', key: kvKey('overwrites', group.id) },
+        ...(termBound !== null && termBound > group.termBound ? [{ type: 'put' as const, key: kvKey('termBound', group.id), value: encodeJson(termBound) }] : []),
       ],
       { sync: true },
     );
+    if (termBound !== null) group.termBound = Math.max(group.termBound, termBound);
     group.installSnapshot(snapshot, floor, checkpoint);
     group.savedOverwrites = [];
     await this.replaceSnapshotFile(group.id, file.file);
@@ -462,6 +525,8 @@ export class NodeStorage {
       { type: 'del', key: kvKey('snapshotMeta', group.id) },
       { type: 'del', key: kvKey('snapshotData', group.id) },
       { type: 'del', key: kvKey('snapshotFile', group.id) },
+      { type: 'del', key: kvKey('termBound', group.id) },
+      { type: 'del', key: kvKey('recovering', group.id) },
       { type: 'put', key: kvKey('floor', group.id), value: encodeJson(floor) },
     ];
     await this.kv.batch(ops, { sync: true });
@@ -484,6 +549,7 @@ export class NodeStorage {
         if (first !== undefined) group.noteIfOverwrite(queued.positions[0]!.seq, first.index);
         group.appendDurable(update.entries);
         if (update.hardState !== null) group.setDurableHardState(update.hardState, queued.positions[records.length - 1]!);
+        if (group.recovering !== null && group.lastTerm() >= group.recovering.term) this.endRecovery(group);
       }, lazy);
       durable = queued.durable;
     } catch (error) {
@@ -493,6 +559,15 @@ export class NodeStorage {
       if (group.epoch === epoch) group.failure ??= asError(error);
       throw error;
     });
+  }
+
+  /**
+   * The group's durable log holds an entry of its recovery term: it is intact again. The KV
+   * mark goes lazily: found at the next open with the log past it, it is dropped then.
+   */
+  private endRecovery(group: GroupState): void {
+    group.recovering = null;
+    void this.kvStep(() => this.kv.batch([{ type: 'del', key: kvKey('recovering', group.id) }], { sync: false })).catch(noop);
   }
 
   // ---------------------------------------------------------------- compaction
@@ -584,12 +659,20 @@ function planUpdate(group: GroupState, update: PersistUpdate): KvPlan {
   }
   const lastIndex = entries[entries.length - 1]?.index ?? snapshot?.meta.index ?? before.lastIndex;
   if (hardState !== null) checkHardStateTransition(group.id, before.hardState, hardState, lastIndex);
+  // The bound is raised durably before a hard state passes it, a step ahead so that it
+  // takes a KV write only every TERM_BOUND_STEP terms.
+  let raiseTermBound: number | null = null;
+  if (hardState !== null && hardState.term > group.termBoundSubmitted) {
+    raiseTermBound = hardState.term + TERM_BOUND_STEP;
+    group.termBoundSubmitted = raiseTermBound;
+  }
   group.submitted = {
     lastIndex,
     snapshotIndex: snapshot?.meta.index ?? before.snapshotIndex,
     hardState: hardState ?? before.hardState,
   };
   return {
+    raiseTermBound,
     registerMember: !group.member,
     install: snapshot === null ? null : { snapshot, hardState: hardState ?? before.hardState },
   };
@@ -666,6 +749,13 @@ async function loadGroups(kv: KvStore, snapshotFiles: SnapshotFiles, snapshotFil
     group.checkpoint = decodeCheckpoint(value, key);
     group.setDurableHardState(group.checkpoint.hardState, null);
   }
+  for (const [key, value] of await kv.scan(KV_PREFIX.termBound)) {
+    const group = groupOf(key, KV_PREFIX.termBound);
+    group.termBound = decodeTermBound(value, key);
+  }
+  for (const [key, value] of await kv.scan(KV_PREFIX.recovering)) {
+    groupOf(key, KV_PREFIX.recovering).recovering = decodeRecovering(value, key);
+  }
   for (const [key, value] of await kv.scan(KV_PREFIX.overwrites)) {
     const group = groupOf(key, KV_PREFIX.overwrites);
     group.overwrites = decodeOverwrites(value, key);
@@ -680,12 +770,22 @@ async function loadGroups(kv: KvStore, snapshotFiles: SnapshotFiles, snapshotFil
     let bytes: Uint8Array | undefined;
     if (fileValue !== undefined) {
       const ref = decodeSnapshotFileRef(fileValue, fileKey);
-      bytes = await snapshotFiles.read(ref, group.id);
+      try {
+        bytes = await snapshotFiles.read(ref, group.id);
+      } catch (error) {
+        if (!(error instanceof SnapshotFileError)) throw error;
+        // Missing, short or failing its CRC: the group is repaired (see repair.ts).
+        group.lostSnapshot = error.message;
+        continue;
+      }
       snapshotFileOf.set(group.id, ref.file);
     } else {
       bytes = data.get(kvKey('snapshotData', group.id));
     }
-    assert(bytes !== undefined, () => `snapshot of group ${group.id} has meta but no data`);
+    if (bytes === undefined) {
+      group.lostSnapshot = `snapshot of group ${group.id} has meta but no data`;
+      continue;
+    }
     group.snapshot = { meta: decodeSnapshotMeta(value, key), data: bytes };
   }
   return groups;

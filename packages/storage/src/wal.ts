@@ -233,6 +233,8 @@ export class Wal {
   private readonly segmentBytesMax: number;
   private readonly scheduleFlush: (flush: () => void) => void;
   private readonly arenas = new EncodeArenas(ENCODE_ARENA_BYTES);
+  /** The highest segment number found on disk when opened (0: none). */
+  private lastSeqOnDisk = 0;
 
   private constructor(
     private readonly options: WalOptions,
@@ -271,12 +273,48 @@ export class Wal {
     if (replay.recovery.corruption !== null) {
       const wal = new Wal(options, replay.recovery, last ?? new Segment(0), null);
       wal.state = { kind: 'corrupt', corruption: replay.recovery.corruption };
+      wal.lastSeqOnDisk = seqs[seqs.length - 1] ?? 0;
       return wal;
     }
     const { active, file } = await openActiveSegment(fs, dir, last, replay.recovery.truncated);
     const wal = new Wal(options, replay.recovery, active, file);
     for (const segment of replay.segments) if (segment !== active) wal.closedSegments.set(segment.seq, segment);
+    wal.lastSeqOnDisk = seqs[seqs.length - 1] ?? 0;
     return wal;
+  }
+
+  /**
+   * The segment a corrupt WAL restarts in (see `restartAfterCorruption`): after every
+   * segment on disk and at least `seqMin` (past every position the caller ever recorded).
+   */
+  restartSeq(seqMin: number): number {
+    return Math.max(seqMin, this.lastSeqOnDisk + 1);
+  }
+
+  /**
+   * Leaves the corrupt state: deletes every segment and starts afresh in segment `seq`
+   * (from `restartSeq`). The caller has made every record in the old segments irrelevant
+   * first (for NodeStorage: a floor at `seq` for every group), so a crash part-way through
+   * leaves nothing that replay would use.
+   */
+  async restartAfterCorruption(seq: number): Promise<void> {
+    assert(this.state.kind === 'corrupt', 'restartAfterCorruption of a WAL that is not corrupt');
+    assert(seq > this.lastSeqOnDisk, () => `restart in segment ${seq}, but ${this.lastSeqOnDisk} exists`);
+    const { fs, dir } = this.options;
+    const file = await fs.openAppend(this.pathOf(seq));
+    await fs.syncDir(dir);
+    for (const name of await fs.list(dir)) {
+      const match = SEGMENT_NAME.exec(name);
+      if (match !== null && Number(match[1]) !== seq) await fs.unlink(joinPath(dir, name));
+    }
+    await fs.syncDir(dir);
+    this.closedSegments.clear();
+    this.active = new Segment(seq);
+    this.activeFile = file;
+    this.nextSeq = seq;
+    this.nextOffset = 0;
+    this.lastSeqOnDisk = seq;
+    this.state = { kind: 'open' };
   }
 
   get corruption(): WalCorruption | null {

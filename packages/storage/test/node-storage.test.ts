@@ -6,7 +6,6 @@ import {
   GroupWriteFailedError,
   StaleSnapshotError,
   StorageInvariantError,
-  WalCorruptionError,
   WalDiskFullError,
 } from '../src/errors.js';
 import type { KvStore } from '../src/kv.js';
@@ -14,6 +13,7 @@ import { LevelKvStore } from '../src/level-kv.js';
 import { MemoryKvStore } from '../src/memory-kv.js';
 import { kvKey } from '../src/kv-layout.js';
 import { NodeStorage, type NodeStorageOptions } from '../src/node-storage.js';
+import { TERM_BOUND_STEP } from '../src/repair.js';
 import { NodeWalFs } from '../src/node-wal-fs.js';
 import { scanSegment } from '../src/record.js';
 import { segmentFileName } from '../src/wal.js';
@@ -218,22 +218,57 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     await reopened.close();
   });
 
-  it('reports a hole that no later record explains as damage', async () => {
+  it('repairs a group whose log has a hole no later record explains: it restarts empty, recovering, in a term past its bound', async () => {
     const node = await openNode({ segmentBytesMax: 4096 });
     const s = node.storage;
     const big = (): string => 'z'.repeat(900);
-    await s.persist('b', { hardState: hs(1, 0), entries: entries(1, 1, 1), snapshot: null });
     for (let index = 1; index <= 6; index++) {
-      await s.persist('a', { hardState: hs(1, 0), entries: entries(index, index, 1, big), snapshot: null });
+      await s.persist('a', { hardState: hs(1, 0, 'n2'), entries: entries(index, index, 1, big), snapshot: null });
     }
+    await s.persist('b', { hardState: hs(1, 0), entries: entries(1, 1, 1), snapshot: null });
     await s.close();
     // Lose segment 1 behind the storage's back: 'a' now starts at 5 with nothing before it.
     const { unlink } = await import('node:fs/promises');
     await unlink(join(node.dir, 'wal', segmentFileName(1)));
-    const reopened = await node.reopen();
-    expect(() => reopened.restoreGroup('a')).toThrow(WalCorruptionError);
-    expect(() => reopened.restoreGroup('a')).toThrow(/entry 5 follows 0: entries are missing/);
+    let reopened = await node.reopen();
+    expect(reopened.repairs).toEqual([
+      expect.objectContaining({ groupId: 'a', damage: 'log', detail: expect.stringMatching(/entry 5 follows 0: entries are missing/) }),
+    ]);
+    const term = 1 + TERM_BOUND_STEP + 1;
+    expect(reopened.restoreGroup('a')).toMatchObject({ hardState: hs(term, 0), snapshot: null, entries: [], recovering: { term } });
+    // 'b' lost nothing: untouched.
+    expect(reopened.restoreGroup('b')).toMatchObject({ hardState: hs(1, 0), recovering: null });
+    expect(reopened.isRecovering('a')).toBe(true);
+    // The repair is durable: a restart (before any catch-up) recovers again, with the same term.
+    reopened = await node.reopen();
+    expect(reopened.repairs).toEqual([]);
+    expect(reopened.restoreGroup('a')).toMatchObject({ hardState: hs(term, 0), entries: [], recovering: { term } });
+    // A leader of that term refills the log: recovery ends once an entry of the term is durable.
+    await reopened.persist('a', { hardState: hs(term, 0), entries: entries(1, 6, 1, big), snapshot: null });
+    expect(reopened.isRecovering('a')).toBe(true);
+    await reopened.persist('a', { hardState: hs(term, 7), entries: entries(7, 7, term), snapshot: null });
+    expect(reopened.isRecovering('a')).toBe(false);
+    reopened = await node.reopen();
+    expect(reopened.restoreGroup('a')).toMatchObject({ hardState: hs(term, 7), recovering: null });
+    expect(reopened.restoreGroup('a').entries).toHaveLength(7);
     await reopened.close();
+  });
+
+  it('keeps a term bound ahead of every durable term, raised before the hard state passes it', async () => {
+    const node = await openNode();
+    const s = node.storage;
+    const bound = async (): Promise<number> => {
+      const kv = (s as unknown as { kv: KvStore }).kv;
+      const value = await kv.get(kvKey('termBound', 'a'));
+      return value === undefined ? 0 : Number(new TextDecoder().decode(value));
+    };
+    await s.persist('a', { hardState: hs(1, 0, 'n1'), entries: [], snapshot: null });
+    expect(await bound()).toBe(1 + TERM_BOUND_STEP);
+    await s.persist('a', { hardState: hs(1 + TERM_BOUND_STEP, 0, 'n1'), entries: [], snapshot: null });
+    expect(await bound()).toBe(1 + TERM_BOUND_STEP);
+    await s.persist('a', { hardState: hs(2 + TERM_BOUND_STEP, 0, 'n3'), entries: [], snapshot: null });
+    expect(await bound()).toBe(2 + 2 * TERM_BOUND_STEP);
+    await s.close();
   });
 
   it('hides every older record of a group after a snapshot install (resetLog)', async () => {
@@ -356,8 +391,9 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     const ids = Array.from({ length: 200 }, (_, i) => `g${String(i).padStart(3, '0')}`);
     await Promise.all(ids.map((id, i) => s.persist(id, { hardState: hs(1, 0, 'n1'), entries: entries(1, 1 + (i % 3), 1), snapshot: null })));
     // The first registration writes alone (the KV queue was idle); the rest wait and share one.
+    // Each group's registration carries its first term bound (see kv-layout.ts, termbound/).
     expect(batches.length).toBeLessThanOrEqual(2);
-    expect(batches.reduce((a, b) => a + b, 0)).toBe(200);
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(2 * 200);
     await s.close();
     const reopened = await open();
     expect(reopened.groups()).toEqual(ids);
@@ -400,10 +436,13 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     await reopened.close();
   });
 
-  it('refuses to restore any group when the WAL is corrupt before its tail', async () => {
+  it('repairs every group when the WAL is corrupt before its tail: snapshots kept, logs dropped, the WAL restarted', async () => {
     const node = await openNode();
     const s = node.storage;
-    for (const g of ['a', 'b', 'c']) await s.persist(g, { hardState: hs(1, 1), entries: entries(1, 2, 1), snapshot: null });
+    for (const g of ['a', 'b', 'c']) await s.persist(g, { hardState: hs(1, 1, 'n1'), entries: entries(1, 2, 1), snapshot: null });
+    await s.persist('a', { hardState: hs(1, 2, 'n1'), entries: [], snapshot: null });
+    await s.saveLocalSnapshot('a', snapshotAt(2, 1, 'a at 2'));
+    await s.persist('a', { hardState: hs(1, 3, 'n1'), entries: entries(3, 3, 1), snapshot: null });
     await s.close();
     const path = join(node.dir, 'wal', segmentFileName(1));
     const bytes = await readFile(path);
@@ -411,19 +450,34 @@ describe('NodeStorage', { timeout: 60_000 }, () => {
     bytes[victim + 20]! ^= 0xff;
     await writeFile(path, bytes);
     const warnings: string[] = [];
-    const reopened = await NodeStorage.open({
+    let reopened = await NodeStorage.open({
       dir: join(node.dir, 'wal'),
       fs: new NodeWalFs(),
       kv: await LevelKvStore.open(join(node.dir, 'kv')),
       logger: { warn: (m) => warnings.push(m) },
     });
-    expect(reopened.corruption).toMatchObject({ segment: 1, offset: victim });
+    expect(reopened.recovery.corruption).toMatchObject({ segment: 1, offset: victim });
+    expect(reopened.corruption).toBeNull();
     expect(warnings.join('\n')).toMatch(/CORRUPTION in segment 1/);
-    for (const g of ['a', 'b', 'c']) expect(() => reopened.restoreGroup(g)).toThrow(WalCorruptionError);
-    await expect(reopened.persist('a', { hardState: hs(2, 1), entries: [], snapshot: null })).rejects.toBeInstanceOf(
-      WalCorruptionError,
-    );
-    expect(await readFile(path)).toEqual(bytes);
+    expect(warnings.join('\n')).toMatch(/REPAIR: group a: wal \(WAL corrupt in segment 1/);
+    expect(reopened.repairs.map((r) => [r.groupId, r.damage, r.snapshotIndex])).toEqual([
+      ['a', 'wal', 2],
+      ['b', 'wal', null],
+      ['c', 'wal', null],
+    ]);
+    const term = 1 + TERM_BOUND_STEP + 1;
+    expect(reopened.restoreGroup('a')).toMatchObject({ hardState: hs(term, 2), entries: [], recovering: { term } });
+    expect(textOf(reopened.restoreGroup('a').snapshot!.data)).toBe('a at 2');
+    for (const g of ['b', 'c']) expect(reopened.restoreGroup(g)).toMatchObject({ hardState: hs(term, 0), snapshot: null, entries: [], recovering: { term } });
+    // The WAL restarted in a fresh segment; the damaged one is gone.
+    expect(await walFiles(join(node.dir, 'wal'))).toEqual([segmentFileName(2)]);
+    await reopened.persist('b', { hardState: hs(term, 0), entries: entries(1, 2, 1), snapshot: null });
+    await reopened.persist('b', { hardState: hs(term, 3), entries: entries(3, 3, term), snapshot: null });
+    await reopened.close();
+    reopened = await node.reopen();
+    expect(reopened.repairs).toEqual([]);
+    expect(reopened.restoreGroup('b')).toMatchObject({ hardState: hs(term, 3), recovering: null });
+    expect(reopened.restoreGroup('c')).toMatchObject({ recovering: { term } });
     await reopened.close();
   });
 

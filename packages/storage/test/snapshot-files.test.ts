@@ -1,4 +1,4 @@
-import { readdir, writeFile, readFile } from 'node:fs/promises';
+import { readdir, writeFile, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HardState, Snapshot } from '@quorumq/raft';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -6,7 +6,8 @@ import { kvKey } from '../src/kv-layout.js';
 import { LevelKvStore } from '../src/level-kv.js';
 import { NodeStorage } from '../src/node-storage.js';
 import { NodeWalFs } from '../src/node-wal-fs.js';
-import { SnapshotFileError, SnapshotFiles } from '../src/snapshot-files.js';
+import { SnapshotFiles } from '../src/snapshot-files.js';
+import { TERM_BOUND_STEP } from '../src/repair.js';
 import { bytesOf, entries, removeTempDirs, tempDir, textOf } from './helpers.js';
 
 afterEach(removeTempDirs);
@@ -61,19 +62,29 @@ describe('snapshot files', () => {
     await storage.close();
   });
 
-  it('a damaged or missing referenced file fails the open and names the file', async () => {
-    const dir = await tempDir('snapfiles-damaged');
-    const storage = await open(dir);
-    await storage.persist('g', { hardState: hs(1, 5), entries: entries(1, 5, 1), snapshot: null });
-    await storage.saveLocalSnapshot('g', snapshotAt(5, 1, 'precious state'));
-    await storage.close();
-    const path = join(snapshotDir(dir), SnapshotFiles.fileName('g', 5, 1));
-    const bytes = await readFile(path);
-    bytes[3] = bytes[3]! ^ 0xff;
-    await writeFile(path, bytes);
-    const opened = open(dir);
-    await expect(opened).rejects.toThrow(SnapshotFileError);
-    await expect(opened).rejects.toThrow(/is damaged/);
+  it('a damaged or missing referenced file: the group is repaired and restarts empty, recovering; the file is named', async () => {
+    for (const damage of ['flip', 'truncate', 'lose'] as const) {
+      const dir = await tempDir(`snapfiles-damaged-${damage}`);
+      const storage = await open(dir);
+      await storage.persist('g', { hardState: hs(1, 5), entries: entries(1, 6, 1), snapshot: null });
+      await storage.saveLocalSnapshot('g', snapshotAt(5, 1, 'precious state'));
+      await storage.persist('h', { hardState: hs(1, 1), entries: entries(1, 1, 1), snapshot: null });
+      await storage.close();
+      const path = join(snapshotDir(dir), SnapshotFiles.fileName('g', 5, 1));
+      const bytes = await readFile(path);
+      if (damage === 'flip') bytes[3] = bytes[3]! ^ 0xff;
+      if (damage === 'lose') await unlink(path);
+      else await writeFile(path, damage === 'truncate' ? bytes.subarray(0, 4) : bytes);
+      const reopened = await open(dir);
+      expect(reopened.repairs, damage).toEqual([
+        expect.objectContaining({ groupId: 'g', damage: 'snapshot', snapshotIndex: null, droppedEntries: 6, detail: expect.stringContaining(path) }),
+      ]);
+      const term = 1 + TERM_BOUND_STEP + 1;
+      expect(reopened.restoreGroup('g')).toMatchObject({ hardState: { term, vote: null, commit: 0 }, snapshot: null, entries: [], recovering: { term } });
+      expect(reopened.restoreGroup('h').entries).toHaveLength(1);
+      expect(await filesIn(dir)).toEqual([]);
+      await reopened.close();
+    }
   });
 
   it('an installed snapshot gets a file too, and deleting the group removes it', async () => {

@@ -16,7 +16,7 @@ import { MessageStore, NodeStorage } from '@quorumq/storage';
 import { pino } from 'pino';
 
 import { SafetyChecker, SafetyViolation, type Property } from '../checker.js';
-import { FakeDisk } from '../fake-disk.js';
+import { FakeDisk, STORAGE_FAULTS } from '../fake-disk.js';
 import { FirstFailure, TraceHash, violationOf } from '../outcome.js';
 import { chance, HEALTHY_NETWORK, SimNetwork, type NetworkFaults } from '../network.js';
 import { Scheduler } from '../scheduler.js';
@@ -58,6 +58,7 @@ export interface BrokerSimResult {
   readonly acked: number;
   readonly deadLettered: number;
   readonly crashes: number;
+  readonly storageFaults: number;
   readonly partitions: number;
   readonly moves: number;
   readonly moved: number;
@@ -135,6 +136,9 @@ export class BrokerSimulation implements SimCluster {
     readonly tornWriteRate: number;
     /** A node joins, takes over a founder's replicas and the founder leaves (docs/operations.md, "Membership"). */
     readonly membership: boolean;
+    /** The one node whose WAL and snapshot files may be damaged while it is down (see StorageFault), and how often. */
+    readonly storageVictim: NodeId;
+    readonly storageFaultRate: number;
   };
   /** The nodes started so far: the founders, and the spare once it joined. */
   private readonly started: NodeId[] = [...NODES];
@@ -152,6 +156,7 @@ export class BrokerSimulation implements SimCluster {
   private confirmedCount = 0;
   private events = 0;
   private crashes = 0;
+  private storageFaults = 0;
   private moves = 0;
   private movedDeliveries = 0;
   private partitions = 0;
@@ -167,6 +172,8 @@ export class BrokerSimulation implements SimCluster {
       partitionEveryMs: pick([400, 1200, 1_000_000]),
       tornWriteRate: pick([0, 0.5]),
       membership: pick([false, true]),
+      storageVictim: pick(NODES),
+      storageFaultRate: pick([0, 0.5]),
     };
     this.disk = new FakeDisk(this.scheduler, this.random);
     this.network = new SimNetwork(this.scheduler, this.random, (envelope) => this.live(envelope.message.to)?.receive(envelope), (line) => this.traceLine(line));
@@ -311,6 +318,15 @@ export class BrokerSimulation implements SimCluster {
       this.checkers.set(groupId, checker);
     }
     return checker;
+  }
+
+  /** Damages the WAL or snapshot files of a node that is down: its storage must repair from its peers. */
+  private damageStorage(id: NodeId): void {
+    const fault = STORAGE_FAULTS[this.random.nextInt(STORAGE_FAULTS.length)]!;
+    const done = this.disk.damage(id, fault);
+    if (done === null) return;
+    this.storageFaults++;
+    this.traceLine(`storage fault ${id} ${fault}: ${done}`);
   }
 
   private crash(id: NodeId): void {
@@ -599,6 +615,7 @@ export class BrokerSimulation implements SimCluster {
       const leader = this.leaderOf(WORK)?.node.nodeId;
       const id = leader !== undefined && chance(this.random, 0.6) ? leader : this.started[this.random.nextInt(this.started.length)]!;
       this.crash(id);
+      if (id === this.profile.storageVictim && chance(this.random, this.profile.storageFaultRate)) this.damageStorage(id);
       this.scheduler.after(50 + this.random.nextInt(400), `restart ${id}`, () => this.restart(id));
     });
     repeat(this.profile.partitionEveryMs, 'partition', () => {
@@ -772,6 +789,7 @@ export class BrokerSimulation implements SimCluster {
       acked: fates.filter((f) => f.settled).length,
       deadLettered: fates.filter((f) => f.deadLettered).length,
       crashes: this.crashes,
+      storageFaults: this.storageFaults,
       partitions: this.partitions,
       moves: this.moves,
       moved: this.movedDeliveries,
