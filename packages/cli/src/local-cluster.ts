@@ -257,7 +257,8 @@ export class LocalCluster {
     const peers = this.options.peersOf?.(id) ?? this.nodes.map((n) => `${n.id}=${n.peerAddress}`).join(',');
     // With TLS the nodes prove themselves with their certificates; the secret only when asked for.
     const secret = this.tlsOptions !== null && this.tlsOptions.clusterSecret !== true ? '' : this.secretFile;
-    const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, CLI_MAIN, 'node'], {
+    // A joiner starts as an operator starts one: `quorumq node --join`.
+    const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, CLI_MAIN, 'node', ...(node.join === true ? ['--join'] : [])], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...process.env,
@@ -267,7 +268,6 @@ export class LocalCluster {
         QUORUMQ_PEER_LISTEN: node.peerAddress,
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: node.dataDir,
-        ...(node.join === true ? { QUORUMQ_JOIN: 'true' } : {}),
         QUORUMQ_LOG_LEVEL: 'warn',
         // The cluster's own secret, unless `env` gives one (this process's does not count).
         QUORUMQ_CLUSTER_SECRET: '',

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 /**
- * `quorumq node --config FILE`   one broker node
+ * `quorumq node --config FILE`   one broker node (`--join`: to be added to a running cluster)
  * `quorumq cluster`              a local three-node cluster on loopback (what `npm start` runs)
  * `quorumq health --address A`   exit 0 when the node at A answers the gRPC health check SERVING
- * `quorumq queues|exchanges|bindings|consumers|users ...`, `quorumq cluster status`, `quorumq whoami`:
+ * `quorumq queues|exchanges|bindings|consumers|users|check ...`, `quorumq cluster status|add-node|remove-node|rebalance`, `quorumq whoami`:
  *                                administer a running cluster (admin-commands.ts)
  */
 import { Command, InvalidArgumentError } from 'commander';
@@ -31,13 +31,14 @@ function integer(value: string): number {
   return n;
 }
 
-async function runNode(options: { config?: string }): Promise<void> {
+async function runNode(options: { config?: string; join?: boolean }): Promise<void> {
   // Loaded here, not at the top: `quorumq health` (a container healthcheck every few
   // seconds) then starts without loading the whole node.
   const { ConfigError, loadConfig, startNode } = await import('@quorumq/server');
   let config;
   try {
-    config = loadConfig(options.config ?? null);
+    // --join is the `join` setting (QUORUMQ_JOIN=true): it wins over the file and the environment.
+    config = loadConfig(options.config ?? null, process.env, options.join === true ? { join: true } : {});
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`quorumq: ${error.message}\n`);
@@ -190,6 +191,26 @@ program
   .command('node')
   .description('start one broker node')
   .option('-c, --config <file>', 'JSON configuration file (environment variables QUORUMQ_* override it)')
+  .option('--join', 'join a running cluster: start with no configuration of its own and wait until `quorumq cluster add-node` adds it (the `join` setting, QUORUMQ_JOIN=true; ignored once the node has state)')
+  .addHelpText(
+    'after',
+    `
+Description:
+  Runs one broker node until SIGTERM or SIGINT (it hands its leaderships off first). Its
+  configuration comes from --config and the QUORUMQ_* environment (docs/configuration.md).
+  A node of a new cluster founds it with its peers (\`peers\`); a node added to a running
+  cluster starts with --join and is then added from any machine with
+  \`quorumq cluster add-node <id> <peer-address>\` (docs/operations.md, "Membership").
+
+Exit status:
+  0  stopped by a signal
+  1  the shutdown failed
+  2  a configuration it cannot run, or the node could not start (a message on stderr)
+
+Examples:
+  $ quorumq node --config node.json
+  $ quorumq node --join --config n4.json   # its peers: n4 itself and the running nodes; the cluster's secret`,
+  )
   .action(runNode);
 program
   .command('cluster')

@@ -12,8 +12,8 @@ import { afterAll, expect, it } from 'vitest';
 const dir = mkdtempSync(join(tmpdir(), 'quorumq-node-command-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function node(env: Record<string, string>): { status: number | null; stderr: string } {
-  const result = spawnSync(process.execPath, [CLI_MAIN, 'node'], {
+function node(env: Record<string, string>, args: string[] = []): { status: number | null; stderr: string } {
+  const result = spawnSync(process.execPath, [CLI_MAIN, 'node', ...args], {
     env: { PATH: process.env.PATH ?? '', QUORUMQ_DATA_DIR: dir, QUORUMQ_LOG_LEVEL: 'fatal', QUORUMQ_CLUSTER_SECRET: '0123456789abcdef0123', ...env },
     encoding: 'utf8',
     timeout: 30_000,
@@ -34,4 +34,16 @@ it('exits 2 when the peer listener is the client listener, or missing on a node 
   const missing = node({ QUORUMQ_NODE_ID: 'n1', QUORUMQ_LISTEN: '127.0.0.1:7001', QUORUMQ_PEERS: 'n1=127.0.0.1:8001,n2=127.0.0.1:8002' });
   expect(missing.status).toBe(2);
   expect(missing.stderr).toMatch(/no peer listener: set peerListen/);
+});
+
+it('--join sets the join setting (QUORUMQ_JOIN), over the environment', () => {
+  // A bad QUORUMQ_JOIN is refused; with --join it is not read, and the next problem (no secret) is the one reported.
+  const env = { QUORUMQ_NODE_ID: 'n4', QUORUMQ_LISTEN: '127.0.0.1:7004', QUORUMQ_PEER_LISTEN: '127.0.0.1:8004', QUORUMQ_PEERS: 'n1=127.0.0.1:8001,n4=127.0.0.1:8004', QUORUMQ_JOIN: 'maybe' };
+  const bad = node(env);
+  expect(bad.status).toBe(2);
+  expect(bad.stderr).toContain('join must be true or false, got "maybe"');
+  const joining = node({ ...env, QUORUMQ_CLUSTER_SECRET: '' }, ['--join']);
+  expect(joining.status).toBe(2);
+  expect(joining.stderr).not.toContain('join must be');
+  expect(joining.stderr).toContain('a cluster secret is required');
 });
