@@ -143,9 +143,9 @@ async function main() {
   if (killShare >= 1) throw new SetupError('QUORUMQ_SMOKE_KILL_AT must be below 1');
   const killAt = Math.floor(total * killShare);
 
-  // Node addresses in ClusterStatus are the compose-internal ones (n1:7001), which the host
-  // cannot resolve: no leader routing here. Consume and queue status are proxied to the leader
-  // by whichever node answers, and publishes are forwarded by the broker anyway.
+  // The nodes advertise their published host ports (docker-compose.yml), so leader routing
+  // would work from here; it stays off so that this test exercises the other path: consume
+  // and queue status proxied to the leader by whichever node answers, publishes forwarded.
   const clientOptions = { failoverTimeoutMs: 30_000, callTimeoutMs: 5_000, leaderRouting: false, ...tls };
   const runId = `${Date.now().toString(36)}${process.pid.toString(36)}`;
   const queue = `compose-smoke-${runId}`;

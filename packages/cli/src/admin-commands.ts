@@ -119,7 +119,7 @@ export function addAdminCommands(program: Command): void {
   const queues = program.command('queues').description('list, declare, delete, purge, inspect and move queues');
   withConnection(queues.command('list').description('every queue with its leader, members and depths'))
     .action(action(async (client) => {
-      const status = await client.clusterStatus();
+      const status = await client.clusterStatus({ depths: true });
       // Retiring: replicas removed from `members` that their group has not dropped yet.
       const rows = Object.values(status.queues).map((q) => ({ name: q.name, leader: q.leader, members: q.members.join(','), ready: q.ready, unacked: q.unacked, delayed: q.delayed, consumers: q.consumers, bytes: q.bytes, retiring: q.retiring.join(',') }));
       return { json: Object.values(status.queues), rows };

@@ -400,9 +400,12 @@ export class QuorumqClient {
     return status;
   }
 
-  /** The cluster's nodes and queues; also refreshes the client's routing cache. */
-  async clusterStatus(): Promise<ClusterStatus> {
-    const response = await this.transport.unary(BrokerService.clusterStatus, {});
+  /**
+   * The cluster's nodes and queues; also refreshes the client's routing cache. `depths`: also
+   * the depths of queues the answering node holds no replica of (it asks the other nodes).
+   */
+  async clusterStatus(options: { depths?: boolean } = {}): Promise<ClusterStatus> {
+    const response = await this.transport.unary(BrokerService.clusterStatus, { depths: options.depths === true });
     this.lastRefresh = Date.now();
     const nodes: Record<string, NodeStatus> = {};
     for (const n of response.nodes ?? []) {

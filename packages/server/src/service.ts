@@ -926,6 +926,48 @@ export class BrokerApi {
     };
   }
 
+  /**
+   * The depths of the queues this node holds no replica of, from the other nodes' own
+   * ClusterStatus (one proxied call per reachable node, in parallel): each reports the
+   * queues it leads. A node that does not answer in time leaves its queues without depths.
+   */
+  private async fillDepths(queues: pb.QueueStatusResponse.$Properties[], principal: Principal, call: ServerSurfaceCall | undefined): Promise<void> {
+    const missing = new Map(queues.filter((q) => q.leader === undefined).map((q) => [q.name ?? '', q]));
+    if (missing.size === 0) return;
+    const others = this.node.directory.ids().filter((id) => id !== this.node.nodeId && this.node.link.isConnected(id));
+    const answers = await Promise.all(
+      others.map(
+        (id) =>
+          new Promise<pb.ClusterStatusResponse | null>((resolve) => {
+            let client: Client;
+            try {
+              client = this.clientFor(id);
+            } catch {
+              resolve(null);
+              return;
+            }
+            client.makeUnaryRequest(
+              BrokerService.clusterStatus.path,
+              BrokerService.clusterStatus.requestSerialize,
+              BrokerService.clusterStatus.responseDeserialize,
+              { depths: false },
+              this.proxyMetadata(call, principal),
+              { deadline: this.node.env.now() + this.node.config.requestTimeoutMs },
+              (error: ServiceError | null, response?: pb.ClusterStatusResponse) => resolve(error === null && response !== undefined ? response : null),
+            );
+          }),
+      ),
+    );
+    others.forEach((id, i) => {
+      for (const q of answers[i]?.queues ?? []) {
+        const entry = missing.get(q.name ?? '');
+        if (entry === undefined || q.leader !== id) continue;
+        Object.assign(entry, { ...q, members: entry.members, retiring: entry.retiring });
+        missing.delete(q.name ?? '');
+      }
+    });
+  }
+
   async listConsumers(request: pb.ListConsumersRequest, principal: Principal, call: ServerSurfaceCall): Promise<pb.ListConsumersResponse.$Properties> {
     const name = requireName(request.queue, 'queue');
     await this.requireAny(principal, queueResource(name));
@@ -937,7 +979,7 @@ export class BrokerApi {
   }
 
   /** Every authenticated user may ask; the queues listed are those it has a permission on. */
-  async clusterStatus(principal: Principal): Promise<pb.ClusterStatusResponse.$Properties> {
+  async clusterStatus(principal: Principal, depths = false, call?: ServerSurfaceCall): Promise<pb.ClusterStatusResponse.$Properties> {
     // Client addresses (a peer's once it told it), never the peer listeners'.
     const metaConfig = this.node.metaGroup.status().config;
     const nodes = this.node.directory.ids().map((id) => ({
@@ -954,6 +996,7 @@ export class BrokerApi {
       .filter((name) => ['configure', 'write', 'read'].some((permission) => this.access.allowed(principal, permission as 'read', queueResource(name))))
       .sort()
       .map((name) => this.localQueueStatus(name));
+    if (depths) await this.fillDepths(queues, principal, call);
     return { node: this.node.nodeId, metadataLeader: this.node.metaGroup.leaderId ?? '', nodes, queues, maxMessageBytes: this.node.config.maxMessageBytes };
   }
 
@@ -1047,7 +1090,7 @@ export class BrokerApi {
         );
       },
       queueStatus: this.unaryAs((r: pb.QueueStatusRequest, principal, call) => this.queueStatus(r, principal, call)),
-      clusterStatus: this.unaryAs((_r: pb.ClusterStatusRequest, principal) => this.clusterStatus(principal)),
+      clusterStatus: this.unaryAs((r: pb.ClusterStatusRequest, principal, call) => this.clusterStatus(principal, r.depths === true && viaPeer(call) === null, call)),
       putUser: this.unaryAs((r: pb.PutUserRequest, principal) => this.users.putUser(r, principal)),
       deleteUser: this.unaryAs((r: pb.DeleteUserRequest, principal) => this.users.deleteUser(r, principal)),
       listUsers: this.unaryAs((_r: pb.ListUsersRequest, principal) => this.users.listUsers(principal)),

@@ -174,3 +174,18 @@ it('a node whose data directory was lost is replaced by a new node; every confir
   await consumer.close();
   for (const body of confirmed) expect(seen.get(body), body).toBe(1);
 }, 240_000);
+
+it('ClusterStatus with depths gives the depths of queues the answering node holds no replica of', async () => {
+  // After the replacement: n3, n4, n5. A one-replica queue on n4, asked through n3.
+  const via = cluster.client({ nodes: [cluster.local.node('n3').address], leaderRouting: false });
+  await via.declareQueue('single', { replicas: 1 });
+  const holder = (await via.clusterStatus()).queues['single']!.members[0]!;
+  const asked = ['n3', 'n4', 'n5'].find((id) => id !== holder)!;
+  const client2 = cluster.client({ nodes: [cluster.local.node(asked).address], leaderRouting: false });
+  const publisher = cluster.client();
+  for (let i = 0; i < 7; i++) await publisher.publish('', 'single', `s${i}`);
+  const plain = (await client2.clusterStatus()).queues['single']!;
+  expect(plain.leader).toBe('');
+  const deep = (await client2.clusterStatus({ depths: true })).queues['single']!;
+  expect(deep).toMatchObject({ leader: holder, members: [holder], ready: 7 });
+}, 60_000);
