@@ -82,7 +82,7 @@ describe('topology', () => {
     expect(status).toMatchObject({ name: 'q1', leader: 'node-1', members: ['node-1'], ready: 1, unacked: 0, commitIndex: 42, term: 3 });
     const cluster = await client.clusterStatus();
     expect(cluster.node).toBe('node-1');
-    expect(cluster.nodes['node-1']).toEqual({ id: 'node-1', address: broker.address, reachable: true, diskAlarm: false, memoryAlarm: false });
+    expect(cluster.nodes['node-1']).toEqual({ id: 'node-1', address: broker.address, reachable: true, diskAlarm: false, memoryAlarm: false, state: 'active', peerAddress: '', voter: false });
     expect(cluster.queues['q1']?.leader).toBe('node-1');
     expect(cluster.queues['q1']?.leaderAddress).toBe(broker.address);
     expect(client.leaderOf('q1')).toBe(broker.address);
