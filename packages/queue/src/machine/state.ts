@@ -12,12 +12,13 @@ import { IdDeque } from './deque.js';
 import { assert } from './errors.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
+import { createCompactionState, forgetKeyed, type CompactionState } from './compaction.js';
 
 export type { Place } from './store.js';
 export { MessageHeader } from './store.js';
 
 /** Where a message went when it left the queue. */
-export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted' | 'moved';
+export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted' | 'moved' | 'compacted';
 
 /**
  * A move (spec 8): hand ready messages out, `window` at a time, to be republished to
@@ -126,6 +127,8 @@ export interface QueueState {
   exclusiveOwner: string | null;
   /** The current or last move (spec 8), or null. */
   move: MoveState | null;
+  /** Spec 9: the key index of a queue with `compactionKey`; null on other queues. */
+  compaction: CompactionState | null;
 }
 
 export function createQueueState(name: string, args: QueueArguments, now = 0): QueueState {
@@ -154,11 +157,12 @@ export function createQueueState(name: string, args: QueueArguments, now = 0): Q
     enqueued: 0,
     exclusiveOwner: null,
     move: null,
+    compaction: args.compactionKey === undefined ? null : createCompactionState(),
   };
 }
 
 export function emptyGone(): Record<GoneReason, number> {
-  return { acked: 0, rejected: 0, expired: 0, maxlen: 0, delivery_limit: 0, purged: 0, deleted: 0, moved: 0 };
+  return { acked: 0, rejected: 0, expired: 0, maxlen: 0, delivery_limit: 0, purged: 0, deleted: 0, moved: 0, compacted: 0 };
 }
 
 export function emptyTotals(): Record<Place, PlaceTotals> {
@@ -279,6 +283,7 @@ export function remove(state: QueueState, message: MessageHeader, reason: GoneRe
   leave(state, message);
   state.messages.delete(message.id);
   state.gone[reason] += 1;
+  if (state.compaction !== null) forgetKeyed(state.compaction, message.id);
 }
 
 /** Holds the message until its dead-letter targets confirmed it (at-least-once). */
