@@ -14,6 +14,7 @@ import {
   admit,
   deliverTo,
   holderOf,
+  pruneStaleIndexEntries,
   remove,
   type ConsumerState,
   type DeliveryHolder,
@@ -188,6 +189,8 @@ function enqueue(meta: Meta, command: EnqueueCommand, state: QueueState, effects
   if (key !== null) {
     trackKeyed(state, init.id, key, tombstone, meta.now);
     for (const old of replaced) compact(state, old, meta.now, effects);
+    // Each replacement leaves an index entry behind: keep them from following the history.
+    if (replaced.length > 0) pruneStaleIndexEntries(state);
   }
   if (overflow) dropHeadWhileOver(state, meta.now, effects);
   // Drop-head may have dropped the new message itself: look it up again.

@@ -286,6 +286,49 @@ export function remove(state: QueueState, message: MessageHeader, reason: GoneRe
   if (state.compaction !== null) forgetKeyed(state.compaction, message.id);
 }
 
+/** Stale index entries tolerated beyond twice the live ones before they are pruned. */
+const STALE_ENTRIES_SLACK = 1024;
+
+/**
+ * Drops the index entries of messages that left while waiting (the ready deques and the
+ * deadline heaps remove lazily) once they outnumber the live ones: on a compacting queue
+ * (spec 9) every update leaves one behind, and a queue nobody consumes would otherwise keep
+ * an entry per update of its history, in memory and in every snapshot. Amortized O(1) per
+ * message; order is kept, so nothing is delivered differently.
+ */
+export function pruneStaleIndexEntries(state: QueueState): void {
+  let fresh = 0;
+  for (const level of state.ready) fresh += level.fresh.length;
+  if (fresh > 2 * state.totals.ready.count + STALE_ENTRIES_SLACK) {
+    for (const level of state.ready) {
+      const ids = level.fresh.toArray();
+      level.fresh.clear();
+      for (const id of ids) if (state.messages.get(id)?.place === 'ready') level.fresh.pushBack(id);
+    }
+  }
+  const waiting = (id: number, deadline: number, place: Place): boolean => {
+    const message = state.messages.get(id);
+    return message !== undefined && message.place === place && (place === 'delayed' ? message.notBefore : message.expiresAt) === deadline;
+  };
+  if (state.delayedHeap.size > 2 * state.totals.delayed.count + STALE_ENTRIES_SLACK) rebuildHeap(state.delayedHeap, (id, deadline) => waiting(id, deadline, 'delayed'));
+  if (state.expiryHeap.size > 2 * state.messages.size + STALE_ENTRIES_SLACK) {
+    rebuildHeap(state.expiryHeap, (id, deadline) => {
+      const message = state.messages.get(id);
+      return message !== undefined && message.expiresAt === deadline;
+    });
+  }
+}
+
+function rebuildHeap(heap: DeadlineHeap, keep: (id: number, deadline: number) => boolean): void {
+  const pairs = heap.toArray();
+  heap.clear();
+  for (let i = 0; i < pairs.length; i += 2) {
+    const deadline = pairs[i] as number;
+    const id = pairs[i + 1] as number;
+    if (keep(id, deadline)) heap.push(deadline, id);
+  }
+}
+
 /** Holds the message until its dead-letter targets confirmed it (at-least-once). */
 export function holdForDeadLetter(state: QueueState, message: MessageHeader): void {
   detachFromConsumer(state, message);
