@@ -112,7 +112,7 @@ function brokerBugs(names: readonly string[]): Set<BrokerSimBug> {
 function printBroker(result: BrokerSimResult): void {
   console.log(
     `seed ${result.seed}: ${result.ok ? 'ok' : 'FAILED'} events=${result.events} simulated=${result.simulatedMs}ms confirmed=${result.confirmed} ` +
-      `acked=${result.acked} deadLettered=${result.deadLettered} moved=${result.moved} crashes=${result.crashes} partitions=${result.partitions} trace=${result.traceHash}`,
+      `acked=${result.acked} deadLettered=${result.deadLettered} moved=${result.moved} compacted=${result.compacted} crashes=${result.crashes} partitions=${result.partitions} trace=${result.traceHash}`,
   );
   if (result.violation !== null) console.log(`  ${result.violation.message}`);
 }
@@ -120,7 +120,7 @@ function printBroker(result: BrokerSimResult): void {
 async function runManyBroker(from: number, count: number, bugs: ReadonlySet<BrokerSimBug>, stopOnFailure: boolean, idleChecks: boolean): Promise<void> {
   const started = process.hrtime.bigint();
   const failed: number[] = [];
-  const totals = { events: 0, confirmed: 0, acked: 0, deadLettered: 0, moved: 0, crashes: 0, partitions: 0 };
+  const totals = { events: 0, confirmed: 0, acked: 0, deadLettered: 0, moved: 0, compacted: 0, crashes: 0, partitions: 0 };
   let run = 0;
   for (let seed = from; seed < from + count; seed++) {
     const result = await runBrokerSeed({ seed, bugs, idleChecks });
@@ -130,6 +130,7 @@ async function runManyBroker(from: number, count: number, bugs: ReadonlySet<Brok
     totals.acked += result.acked;
     totals.deadLettered += result.deadLettered;
     totals.moved += result.moved;
+    totals.compacted += result.compacted;
     totals.crashes += result.crashes;
     totals.partitions += result.partitions;
     if (!result.ok) {
@@ -142,7 +143,7 @@ async function runManyBroker(from: number, count: number, bugs: ReadonlySet<Brok
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   console.log(`broker seeds: ${run} (from ${from}), ${(run / seconds).toFixed(1)} seeds/s, ${seconds.toFixed(1)} s`);
   console.log(
-    `messages confirmed=${totals.confirmed} acked=${totals.acked} deadLettered=${totals.deadLettered} moved=${totals.moved}; faults crashes=${totals.crashes} partitions=${totals.partitions}; events=${totals.events}`,
+    `messages confirmed=${totals.confirmed} acked=${totals.acked} deadLettered=${totals.deadLettered} moved=${totals.moved} compacted=${totals.compacted}; faults crashes=${totals.crashes} partitions=${totals.partitions}; events=${totals.events}`,
   );
   console.log(`${run - failed.length} clean, ${failed.length} failed${failed.length > 0 ? `: seeds ${failed.join(', ')}` : ''}`);
   process.exitCode = failed.length === 0 ? 0 : 1;
