@@ -1,7 +1,7 @@
 import type { quorumq } from './generated/quorumq.js';
 
 /** Spec 5: why a message was dead-lettered. */
-export declare const DEAD_LETTER_REASONS: readonly ['rejected', 'expired', 'maxlen', 'delivery_limit'];
+export declare const DEAD_LETTER_REASONS: readonly ['rejected', 'expired', 'maxlen', 'delivery_limit', 'compacted'];
 
 /** One death record in its plain form (as the queue machine keeps it): times in ms since the epoch. */
 export interface PlainDeathRecord<Reason extends string = string> {

@@ -8,7 +8,7 @@
 // On the wire they are Message.deaths, first_death and last_death (proto/quorumq/v1/broker.proto).
 
 /** Spec 5: why a message was dead-lettered. */
-export const DEAD_LETTER_REASONS = Object.freeze(['rejected', 'expired', 'maxlen', 'delivery_limit']);
+export const DEAD_LETTER_REASONS = Object.freeze(['rejected', 'expired', 'maxlen', 'delivery_limit', 'compacted']);
 
 const TWO_32 = 4294967296;
 

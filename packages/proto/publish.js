@@ -56,7 +56,8 @@ export function messageParts(message) {
     message.notBeforeMs == null &&
     (message.deaths == null || message.deaths.length === 0) &&
     message.firstDeath == null &&
-    message.lastDeath == null;
+    message.lastDeath == null &&
+    message.tombstone !== true;
   if (!plain) return { body, rest: pb.Message.encode({ ...message, body: undefined }).finish() };
   // The common message (a body and a routing key): its rest is the same for every publish
   // with that routing key, so it is encoded once.

@@ -113,6 +113,24 @@ function jsonObject(value: string): Record<string, unknown> {
   return parsed as Record<string, unknown>;
 }
 
+/**
+ * One `--arg name=value` (repeatable): the value is read as JSON when it is JSON (numbers,
+ * booleans, quoted strings), else taken as a string, so `--arg compactionKey=entity-id
+ * --arg compactionMinLagMs=500` needs no quoting.
+ */
+function queueArgument(value: string, previous: Record<string, unknown> = {}): Record<string, unknown> {
+  const at = value.indexOf('=');
+  if (at <= 0) throw new InvalidArgumentError('expected name=value, e.g. compactionKey=entity-id');
+  const raw = value.slice(at + 1);
+  let parsed: unknown = raw;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    // Not JSON: a plain string.
+  }
+  return { ...previous, [value.slice(0, at)]: parsed };
+}
+
 const list = (value: string): string[] => value.split(',').map((s) => s.trim()).filter((s) => s !== '');
 
 export function addAdminCommands(program: Command): void {
@@ -127,8 +145,9 @@ export function addAdminCommands(program: Command): void {
   withConnection(queues.command('declare <name>').description('declare a queue (idempotent with the same arguments)'))
     .option('--replicas <n>', 'Raft group size', integerArg)
     .option('--arguments <json>', 'queue arguments as JSON, e.g. \'{"maxLength": 1000, "deadLetterExchange": "dlx"}\'', jsonObject)
-    .action(action(async (client, name: string, options: { replicas?: number; arguments?: Record<string, unknown> }) => {
-      const args = { ...(options.arguments ?? {}), ...(options.replicas !== undefined ? { replicas: options.replicas } : {}) } as QueueArguments;
+    .option('--arg <name=value>', 'one queue argument (repeatable; wins over --arguments), e.g. --arg compactionKey=entity-id', queueArgument)
+    .action(action(async (client, name: string, options: { replicas?: number; arguments?: Record<string, unknown>; arg?: Record<string, unknown> }) => {
+      const args = { ...(options.arguments ?? {}), ...(options.arg ?? {}), ...(options.replicas !== undefined ? { replicas: options.replicas } : {}) } as QueueArguments;
       const result = await client.declareQueue(name, args);
       return { json: result, text: `${result.created ? 'declared' : 'exists'} ${name} (members ${result.members.join(', ')})${result.warnings.map((w) => `\nwarning: ${w}`).join('')}` };
     }));
@@ -147,9 +166,11 @@ export function addAdminCommands(program: Command): void {
   withConnection(queues.command('status <name>').description("a queue's leader, members, depths and Raft group (voters, learners, retiring replicas; from its leader)"))
     .action(action(async (client, name: string) => {
       const q = await client.queueStatus(name);
+      // Spec 9: a compacting queue also shows its keys, replaced messages and tombstones.
+      const compaction = q.compaction === undefined ? {} : { keys: q.compaction.keys, replaced: q.compaction.replaced, tombstones: q.compaction.tombstones };
       return {
         json: q,
-        rows: [{ name: q.name, leader: q.leader, members: q.members.join(','), ready: q.ready, unacked: q.unacked, delayed: q.delayed, deadLettering: q.deadLettering, consumers: q.consumers, bytes: q.bytes, commitIndex: q.commitIndex, voters: q.voters.join(','), learners: q.learners.join(','), retiring: q.retiring.join(',') }],
+        rows: [{ name: q.name, leader: q.leader, members: q.members.join(','), ready: q.ready, unacked: q.unacked, delayed: q.delayed, deadLettering: q.deadLettering, consumers: q.consumers, bytes: q.bytes, commitIndex: q.commitIndex, voters: q.voters.join(','), learners: q.learners.join(','), retiring: q.retiring.join(','), ...compaction }],
       };
     }));
   withConnection(queues.command('move <source> <exchange>').description("move a queue's messages to an exchange (spec 8), with progress"))

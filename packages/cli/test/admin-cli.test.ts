@@ -83,6 +83,19 @@ describe('quorumq admin verbs', () => {
     expect((await cli('queues', 'delete', 'archive')).stdout).toContain('deleted archive (2 messages dropped)');
   });
 
+  it('queues declare --arg compactionKey=...: status shows keys, replaced and tombstones; a bad value is refused with the reason', async () => {
+    const declared = await cli('queues', 'declare', 'prices', '--arg', 'compactionKey=$routing_key', '--arg', 'compactionMinLagMs=0');
+    expect(declared.stdout, declared.stderr).toContain('declared prices');
+    for (let i = 0; i < 6; i++) await admin.publish('', 'prices', `v${i}`);
+    // Every publish keys on the routing key "prices": the last one is left.
+    expect(await json('queues', 'status', 'prices')).toMatchObject({ name: 'prices', ready: 1, compaction: { keys: 1, replaced: 5, tombstones: 0 } });
+    expect((await cli('queues', 'status', 'prices')).stdout).toMatch(/KEYS\s+REPLACED\s+TOMBSTONES/);
+    const bad = await cli('queues', 'declare', 'bad-compaction', '--arg', 'compactionMinLagMs=-5', '--arg', 'compactionKey=id');
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('compactionMinLagMs');
+    await cli('queues', 'delete', 'prices');
+  });
+
   it('exchanges and bindings: declare, list, add, remove, delete', async () => {
     expect((await cli('exchanges', 'declare', 'events', 'topic')).stdout).toContain('declared events');
     expect(((await json('exchanges', 'list')) as Array<{ name: string }>).map((e) => e.name)).toContain('events');

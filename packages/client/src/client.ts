@@ -39,6 +39,17 @@ export interface QueueArguments {
   readonly replicas?: number;
   /** Always true: every queue is replicated and durable; false is refused by the broker. */
   readonly durable?: boolean;
+  /**
+   * Keyed compaction (spec 9): the header whose value is a message's key, or '$routing_key'.
+   * A newer message with the key replaces an older one not yet delivered.
+   */
+  readonly compactionKey?: string;
+  /** How long a tombstone waits to be delivered before it is dropped; default 24 h. */
+  readonly compactionTombstoneRetentionMs?: number;
+  /** A message younger than this is not replaced; default 0. */
+  readonly compactionMinLagMs?: number;
+  /** Dead-letter replaced messages (reason 'compacted') instead of dropping them. */
+  readonly compactionDeadLetter?: boolean;
 }
 
 export interface DeclareQueueOptions {
@@ -117,6 +128,19 @@ export interface QueueStatus {
   readonly voters: readonly string[];
   /** Members catching up before they vote. */
   readonly learners: readonly string[];
+  /** Keyed compaction (spec 9): present on a queue with `compactionKey` only. */
+  readonly compaction?: QueueCompactionStatus;
+}
+
+export interface QueueCompactionStatus {
+  /** Keys with a live value (not a tombstone). */
+  readonly keys: number;
+  /** Messages replaced by a newer one of their key, since the queue was created. */
+  readonly replaced: number;
+  /** Tombstones held now. */
+  readonly tombstones: number;
+  /** Tombstones dropped once their retention ended. */
+  readonly tombstonesExpired: number;
 }
 
 export interface NodeStatus {
@@ -156,6 +180,7 @@ function queueArguments(args: QueueArguments | undefined): quorumq.v1.QueueArgum
     'deliveryLimit', 'deadLetterExchange', 'deadLetterRoutingKey', 'deadLetterStrategy', 'messageTtlMs', 'maxLength',
     'maxLengthBytes', 'overflow', 'maxPriority', 'singleActiveConsumer', 'dedupWindowMs', 'consumerTimeoutMs',
     'autoDelete', 'expiresMs', 'exclusive', 'replicas', 'durable',
+    'compactionKey', 'compactionTombstoneRetentionMs', 'compactionMinLagMs', 'compactionDeadLetter',
   ] as const;
   const target = out as Record<string, unknown>;
   for (const key of keys) if (args[key] !== undefined) target[key] = args[key];
@@ -451,6 +476,16 @@ export class QuorumqClient {
       retiring: [...(q.retiring ?? [])],
       voters: [...(q.voters ?? [])],
       learners: [...(q.learners ?? [])],
+      ...(q.compaction == null
+        ? {}
+        : {
+            compaction: {
+              keys: wireNumber(q.compaction.keys),
+              replaced: wireNumber(q.compaction.replaced),
+              tombstones: wireNumber(q.compaction.tombstones),
+              tombstonesExpired: wireNumber(q.compaction.tombstonesExpired),
+            },
+          }),
     };
   }
 

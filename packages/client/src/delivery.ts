@@ -39,6 +39,8 @@ export interface Delivery {
   readonly deaths: readonly DeathRecord[];
   readonly firstDeath?: DeathSummary;
   readonly lastDeath?: DeathSummary;
+  /** Spec 9: true when the message was published as a tombstone (its key deleted; an empty body may be one too). */
+  readonly tombstone: boolean;
   /** True once acked / nacked / rejected (also by a `multiple` settlement, or when moot). */
   readonly settled: boolean;
   /**
@@ -73,6 +75,7 @@ export class DeliveryImpl implements Delivery {
   readonly deaths: readonly DeathRecord[];
   readonly firstDeath?: DeathSummary;
   readonly lastDeath?: DeathSummary;
+  readonly tombstone: boolean;
   /** Set by the owner. */
   settledFlag: boolean;
 
@@ -100,6 +103,7 @@ export class DeliveryImpl implements Delivery {
     this.deaths = message.deaths;
     if (message.firstDeath !== undefined) this.firstDeath = message.firstDeath;
     if (message.lastDeath !== undefined) this.lastDeath = message.lastDeath;
+    this.tombstone = message.tombstone === true;
     this.settledFlag = settled;
   }
 

@@ -18,6 +18,7 @@ export type {
   Permissions,
   QueueArguments,
   QueueStatus,
+  QueueCompactionStatus,
   UserInfo,
   WhoAmI,
 } from './client.js';

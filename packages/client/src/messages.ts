@@ -50,6 +50,11 @@ export interface PublishOptions {
   readonly deaths?: readonly DeathRecord[];
   readonly firstDeath?: DeathSummary;
   readonly lastDeath?: DeathSummary;
+  /**
+   * Spec 9: on a queue with `compactionKey`, deletes the message's key (an empty body does
+   * too). The tombstone is delivered like any message, so consumers learn of the delete.
+   */
+  readonly tombstone?: boolean;
 }
 
 /** Properties of a received message; unset strings are omitted. */
@@ -95,6 +100,8 @@ export interface ReceivedMessage {
   readonly deaths: readonly DeathRecord[];
   readonly firstDeath?: DeathSummary;
   readonly lastDeath?: DeathSummary;
+  /** Spec 9: set (true) when the message was published as a tombstone (an empty body may be one too). */
+  readonly tombstone?: true;
 }
 
 export function toBuffer(body: Body): Buffer {
@@ -147,6 +154,7 @@ export function encodeMessage(routingKey: string, body: Body, options: PublishOp
   const delay = nonNegative('delayMs', options.delayMs);
   if (delay !== undefined) message.delayMs = delay;
   if (options.notBefore !== undefined) message.notBeforeMs = options.notBefore instanceof Date ? options.notBefore.getTime() : options.notBefore;
+  if (options.tombstone === true) message.tombstone = true;
   if (options.deaths !== undefined && options.deaths.length > 0) {
     const records = options.deaths.map((d) => ({
       ...d,
@@ -223,5 +231,6 @@ export function decodeMessage(m: quorumq.v1.Message.$Properties | null | undefin
     properties: decodeProperties(m?.properties),
     headers: decodeHeaders(m?.headers),
     ...decodeDeaths(m),
+    ...(m?.tombstone === true ? { tombstone: true as const } : {}),
   };
 }

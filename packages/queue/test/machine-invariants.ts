@@ -71,6 +71,44 @@ export function checkInvariants(state: QueueState): void {
     expect(move.moved + move.failed + totals.moving.count, 'every handed-out message moved, failed or in flight').toBe(move.handedOut);
   }
   if (state.args.singleActiveConsumer && state.consumers.size > 0) expect(state.consumers.has(state.activeConsumerId ?? '')).toBe(true);
+  checkKeyIndex(state);
+}
+
+/**
+ * Spec 9: the key index lists exactly the live keyed messages, ascending, each below or at
+ * its key's latest id, with the tombstone count; without a minimum lag, at most one message
+ * per key waits (ready or delayed), and it is the key's latest.
+ */
+export function checkKeyIndex(state: QueueState): void {
+  const compaction = state.compaction;
+  if (compaction === null) {
+    expect(state.args.compactionKey).toBeUndefined();
+    return;
+  }
+  let listed = 0;
+  let tombstones = 0;
+  for (const [key, record] of compaction.keys) {
+    expect(record.live.length, `key ${key} without live messages`).toBeGreaterThan(0);
+    let previous = -1;
+    let waiting = 0;
+    for (const keyed of record.live) {
+      expect(keyed.id).toBeGreaterThan(previous);
+      expect(keyed.id).toBeLessThanOrEqual(record.latestId);
+      previous = keyed.id;
+      expect(compaction.keyOf.get(keyed.id)).toBe(key);
+      const message = state.messages.get(keyed.id);
+      expect(message, `keyed message ${keyed.id} is live`).toBeDefined();
+      if (message?.place === 'ready' || message?.place === 'delayed') {
+        waiting += 1;
+        if ((state.args.compactionMinLagMs ?? 0) === 0) expect(keyed.id, `the waiting message of key ${key} is its latest`).toBe(record.latestId);
+      }
+      if (keyed.tombstone) tombstones += 1;
+      listed += 1;
+    }
+    if ((state.args.compactionMinLagMs ?? 0) === 0) expect(waiting, `waiting messages of key ${key}`).toBeLessThanOrEqual(1);
+  }
+  expect(compaction.keyOf.size).toBe(listed);
+  expect(compaction.tombstones).toBe(tombstones);
 }
 
 /** Nothing is handed to a consumer after its expiry or before its delay. */

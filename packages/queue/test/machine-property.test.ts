@@ -60,7 +60,18 @@ const argsArb: fc.Arbitrary<QueueArgumentsInput> = fc.record({
   consumerTimeoutMs: fc.constantFrom(null, 400),
   autoDelete: fc.boolean(),
   expiresMs: fc.constantFrom(null, 2000),
-});
+  // Spec 9: a third of the queues compact (keys come with the enqueues below).
+  compaction: fc.oneof(
+    fc.constant(null),
+    fc.constant(null),
+    fc.record({
+      compactionKey: fc.constant('k'),
+      compactionMinLagMs: fc.constantFrom(0, 0, 200),
+      compactionTombstoneRetentionMs: fc.constantFrom(0, 300, 100_000),
+      compactionDeadLetter: fc.boolean(),
+    }),
+  ),
+}).map(({ compaction, ...rest }): QueueArgumentsInput => ({ ...rest, ...(compaction ?? {}) }));
 
 function pick<T>(items: readonly T[], n: number): T | undefined {
   return items.length === 0 ? undefined : items[n % items.length];
@@ -87,6 +98,9 @@ function commandFor(step: Step, state: QueueState): Command {
         ...(step.z % 4 === 1 ? { delayMs: step.z % 400 } : {}),
         ...(step.z % 3 === 0 ? { priority: step.z % 5 } : {}),
         ...(step.x % 2 === 0 ? { producerId: `p${step.y % 2}`, sequence: step.z % 20 } : {}),
+        // Keys for a compacting queue (ignored by others); size 0 or the flag makes a tombstone.
+        ...(step.y % 5 === 0 ? {} : { compactionKey: `k${step.y % 3}` }),
+        ...(step.z % 11 === 0 ? { tombstone: true } : {}),
       };
     case 'subscribe':
       return { type: 'subscribe', consumerId: anyId, prefetch: step.y % 4, priority: step.z % 3 };
@@ -214,7 +228,7 @@ function checkEveryMessageAccounted(state: QueueState, enqueuedIds: Set<number>,
 }
 
 /** What the checked runs went through, so the test can tell that moves were exercised. */
-const coverage = { movingSteps: 0, moved: 0, moveFailed: 0, getHolderSteps: 0, getHolderSettled: 0, getHolderTimedOut: 0, getHolderDown: 0 };
+const coverage = { compacted: 0, tombstonesExpired: 0, superseded: 0, movingSteps: 0, moved: 0, moveFailed: 0, getHolderSteps: 0, getHolderSettled: 0, getHolderTimedOut: 0, getHolderDown: 0 };
 
 interface Run {
   readonly hashes: string[];
@@ -264,6 +278,8 @@ function runSequence(args: QueueArgumentsInput, steps: readonly Step[], options:
     if (result.effects.some((e) => e.type === 'consumerTimedOut' && e.consumerId.startsWith('n1/get/'))) coverage.getHolderTimedOut += 1;
   });
   if (options.check) coverage.moved += state.gone.moved;
+  if (options.check) coverage.compacted += state.gone.compacted;
+  if (options.check) coverage.tombstonesExpired += state.compaction?.tombstonesExpired ?? 0;
   return { hashes, outputs, state };
 }
 
@@ -284,6 +300,9 @@ describe('property: random command sequences', () => {
     expect(coverage.getHolderSettled).toBeGreaterThan(0);
     expect(coverage.getHolderTimedOut).toBeGreaterThan(0);
     expect(coverage.getHolderDown).toBeGreaterThan(0);
+    // Spec 9: messages were replaced by newer ones of their key, and tombstones expired.
+    expect(coverage.compacted).toBeGreaterThan(0);
+    expect(coverage.tombstonesExpired).toBeGreaterThan(0);
   }, 60_000);
 
   it('the same command sequence from scratch gives the same replies, effects and state hash at every step, and byte-identical snapshots', () => {

@@ -6,6 +6,7 @@
 import type { NodeId } from '@quorumq/raft';
 
 import type { LocalQueue } from './local-queue.js';
+import { queueCompaction } from './queue-view.js';
 import type { GroupObservation, QueueObservation } from './metrics.js';
 import type { RaftGroup } from './raft-group.js';
 
@@ -14,6 +15,7 @@ export function* ledQueueObservations(queues: Iterable<LocalQueue>): Iterable<Qu
   for (const local of queues) {
     if (!local.group.isLeader) continue;
     const { totals, consumers, enqueued, gone } = local.replica.state;
+    const compaction = queueCompaction(local);
     yield {
       queue: local.definition.name,
       ready: totals.ready.count,
@@ -26,6 +28,7 @@ export function* ledQueueObservations(queues: Iterable<LocalQueue>): Iterable<Qu
       acked: gone.acked,
       deliveries: local.leaderCounts.deliveries,
       deadLettered: local.leaderCounts.deadLettered,
+      ...(compaction === null ? {} : { compaction }),
       group: () => groupObservation(local.group),
     };
   }

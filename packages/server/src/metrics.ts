@@ -36,6 +36,8 @@ export interface QueueObservation extends QueueMessageCounts {
   readonly deliveries: number;
   /** Messages this node dead-lettered as the queue's leader, by reason. */
   readonly deadLettered: ReadonlyMap<string, number>;
+  /** Keyed compaction (spec 9): the machine's counts, on a queue with compaction_key only. */
+  readonly compaction?: { readonly keys: number; readonly replaced: number; readonly tombstones: number };
   /** Its Raft group; read only for the queues listed (see NodeMetrics' queueLimit). */
   readonly group: () => GroupObservation;
 }
@@ -197,6 +199,27 @@ export class NodeMetrics {
     labelNames: ['queue'],
     registers: [this.registry],
     collect: () => this.perQueue(this.queueAcked, (q) => q.acked),
+  });
+  readonly queueCompacted: Counter<'queue'> = new Counter({
+    name: 'quorumq_queue_compacted_total',
+    help: 'Messages of compacting queues this node leads replaced by a newer message of their key (spec 9): the replicated count, continued by the next leader',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perCompactingQueue(this.queueCompacted, (c) => c.replaced),
+  });
+  readonly queueCompactionKeys: Gauge<'queue'> = new Gauge({
+    name: 'quorumq_queue_compaction_keys',
+    help: 'Keys with a live value in compacting queues this node leads (spec 9)',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perCompactingQueue(this.queueCompactionKeys, (c) => c.keys),
+  });
+  readonly queueTombstones: Gauge<'queue'> = new Gauge({
+    name: 'quorumq_queue_tombstones',
+    help: 'Tombstones held by compacting queues this node leads (spec 9)',
+    labelNames: ['queue'],
+    registers: [this.registry],
+    collect: () => this.perCompactingQueue(this.queueTombstones, (c) => c.tombstones),
   });
   readonly queueDeliveries: Counter<'queue'> = new Counter({
     name: 'quorumq_queue_deliveries_total',
@@ -497,6 +520,16 @@ export class NodeMetrics {
     metric.reset();
     if (metric instanceof Gauge) for (const q of this.view().listed) metric.set({ queue: q.queue }, value(q));
     else for (const q of this.view().listed) metric.inc({ queue: q.queue }, value(q));
+  }
+
+  /** As perQueue, for the listed queues that compact. */
+  private perCompactingQueue(metric: Gauge<'queue'> | Counter<'queue'>, value: (counts: NonNullable<QueueObservation['compaction']>) => number): void {
+    metric.reset();
+    for (const q of this.view().listed) {
+      if (q.compaction === undefined) continue;
+      if (metric instanceof Gauge) metric.set({ queue: q.queue }, value(q.compaction));
+      else metric.inc({ queue: q.queue }, value(q.compaction));
+    }
   }
 
   /** A gauge per Raft group (see view().groups). */

@@ -12,6 +12,7 @@ import type { Command, Reply } from '@quorumq/queue';
 import type { NodeId } from '@quorumq/raft';
 
 import type { NodeConfig } from './config.js';
+import { withCompactionKey } from './compaction-key.js';
 import { EntryBatcher } from './entry-batcher.js';
 import { BrokerError, Status, invalidArgument, isServiceError, notFound, unavailable, Reason } from './errors.js';
 import { decodeJson, encodeJson } from './json-codec.js';
@@ -101,6 +102,8 @@ export class ProposalRouter {
 
   /** As proposeQueue, with the whole result; `key` is the fan-out key of a message routed to several queues. */
   proposeQueueFull(name: string, command: Command, message: pb.Message.$Properties | Uint8Array | null = null, key?: string): Promise<QueueApplyResult> {
+    // Spec 9: an enqueue to a compacting queue carries the message's key (per target queue).
+    command = withCompactionKey(this.parts.meta.queues.get(name)?.args, command, message);
     const local = this.parts.localQueue(name);
     // The common case: this node leads the queue. The command joins this turn's batch entry
     // (see EntryBatcher, which also retries the general way when leadership just moved).

@@ -139,6 +139,10 @@ function queueArgumentsFromWire(args: pb.QueueArguments.$Properties | null | und
   copy('autoDelete', 'autoDelete');
   copy('expiresMs', 'expiresMs');
   copy('exclusive', 'exclusive');
+  copy('compactionKey', 'compactionKey');
+  copy('compactionTombstoneRetentionMs', 'compactionTombstoneRetentionMs');
+  copy('compactionMinLagMs', 'compactionMinLagMs');
+  copy('compactionDeadLetter', 'compactionDeadLetter');
   return { input: input as QueueArgumentsInput, replicas: a.replicas ?? null };
 }
 

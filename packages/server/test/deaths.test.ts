@@ -69,7 +69,7 @@ describe('death records on the wire', () => {
         return error instanceof BrokerError ? [error.code, error.reason, error.message] : error;
       }
     };
-    const reasons = 'rejected, expired, maxlen, delivery_limit';
+    const reasons = 'rejected, expired, maxlen, delivery_limit, compacted';
     const deaths = [wire.deaths[0]!, { ...wire.deaths[1]!, reason: 'bored' }];
     expect(refusal({ ...wire, deaths })).toEqual([Status.INVALID_ARGUMENT, 'INVALID_ARGUMENT', `deaths[1]: reason must be one of ${reasons}`]);
     expect(refusal({ ...wire, lastDeath: { ...wire.lastDeath, reason: '' } })).toEqual([Status.INVALID_ARGUMENT, 'INVALID_ARGUMENT', `last_death: reason must be one of ${reasons}`]);

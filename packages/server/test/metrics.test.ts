@@ -174,6 +174,20 @@ describe('/metrics', () => {
       for (const name of ['quorumq_queue_ready_bytes', 'quorumq_queue_consumers', 'quorumq_raft_term', 'quorumq_raft_follower_lag']) expect(text).toContain(`# TYPE ${name} gauge`);
     });
 
+    it('reports a compacting queue\'s replaced count (counter), keys and tombstones (gauges); other queues have no such series', async () => {
+      const metrics = new NodeMetrics();
+      server = await metrics.listen('127.0.0.1:0');
+      const prices: QueueObservation = { ...observation('prices'), ready: 1000, compaction: { keys: 1000, replaced: 99_000, tombstones: 3 } };
+      metrics.observeQueues(() => [prices, observation('orders')]);
+      const { text } = await scrape();
+      expect(gauge(text, 'quorumq_queue_compacted_total\\{queue="prices"\\}')).toBe(99_000);
+      expect(gauge(text, 'quorumq_queue_compaction_keys\\{queue="prices"\\}')).toBe(1000);
+      expect(gauge(text, 'quorumq_queue_tombstones\\{queue="prices"\\}')).toBe(3);
+      expect(text).toContain('# TYPE quorumq_queue_compacted_total counter');
+      expect(text).toContain('# TYPE quorumq_queue_compaction_keys gauge');
+      expect(text).not.toMatch(/quorumq_queue_(compacted_total|compaction_keys|tombstones)\{queue="orders"\}/);
+    });
+
     it('reads the node once per scrape, and a queue group only when the queue is listed', async () => {
       const metrics = new NodeMetrics(1);
       server = await metrics.listen('127.0.0.1:0');

@@ -113,7 +113,7 @@ function brokerBugs(names: readonly string[]): Set<BrokerSimBug> {
 function printBroker(result: BrokerSimResult): void {
   console.log(
     `seed ${result.seed}: ${result.ok ? 'ok' : 'FAILED'} events=${result.events} simulated=${result.simulatedMs}ms confirmed=${result.confirmed} ` +
-      `acked=${result.acked} deadLettered=${result.deadLettered} moved=${result.moved} crashes=${result.crashes} storageFaults=${result.storageFaults} partitions=${result.partitions}` +
+      `acked=${result.acked} deadLettered=${result.deadLettered} moved=${result.moved} compacted=${result.compacted} crashes=${result.crashes} storageFaults=${result.storageFaults} partitions=${result.partitions}` +
       `${result.replaced !== null ? ` replaced=${result.replaced}` : ''} trace=${result.traceHash}`,
   );
   if (result.violation !== null) console.log(`  ${result.violation.message}`);
@@ -122,7 +122,7 @@ function printBroker(result: BrokerSimResult): void {
 async function runManyBroker(from: number, count: number, bugs: ReadonlySet<BrokerSimBug>, stopOnFailure: boolean, idleChecks: boolean): Promise<void> {
   const started = process.hrtime.bigint();
   const failed: number[] = [];
-  const totals = { events: 0, confirmed: 0, acked: 0, deadLettered: 0, moved: 0, crashes: 0, storageFaults: 0, partitions: 0, replaced: 0 };
+  const totals = { events: 0, confirmed: 0, acked: 0, deadLettered: 0, moved: 0, compacted: 0, crashes: 0, storageFaults: 0, partitions: 0, replaced: 0 };
   let run = 0;
   for (let seed = from; seed < from + count; seed++) {
     const result = await runBrokerSeed({ seed, bugs, idleChecks });
@@ -132,6 +132,7 @@ async function runManyBroker(from: number, count: number, bugs: ReadonlySet<Brok
     totals.acked += result.acked;
     totals.deadLettered += result.deadLettered;
     totals.moved += result.moved;
+    totals.compacted += result.compacted;
     totals.crashes += result.crashes;
     totals.storageFaults += result.storageFaults;
     totals.partitions += result.partitions;
@@ -146,7 +147,7 @@ async function runManyBroker(from: number, count: number, bugs: ReadonlySet<Brok
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   console.log(`broker seeds: ${run} (from ${from}), ${(run / seconds).toFixed(1)} seeds/s, ${seconds.toFixed(1)} s`);
   console.log(
-    `messages confirmed=${totals.confirmed} acked=${totals.acked} deadLettered=${totals.deadLettered} moved=${totals.moved}; faults crashes=${totals.crashes} storageFaults=${totals.storageFaults} partitions=${totals.partitions}; a founder replaced by a joining node in ${totals.replaced} seeds; events=${totals.events}`,
+    `messages confirmed=${totals.confirmed} acked=${totals.acked} deadLettered=${totals.deadLettered} moved=${totals.moved} compacted=${totals.compacted}; faults crashes=${totals.crashes} storageFaults=${totals.storageFaults} partitions=${totals.partitions}; a founder replaced by a joining node in ${totals.replaced} seeds; events=${totals.events}`,
   );
   console.log(`${run - failed.length} clean, ${failed.length} failed${failed.length > 0 ? `: seeds ${failed.join(', ')}` : ''}`);
   process.exitCode = failed.length === 0 ? 0 : 1;

@@ -29,6 +29,19 @@ export interface QueueArguments {
   /** Spec 7: `expires`, the idle lease of the queue, or null for none. */
   readonly expiresMs: number | null;
   readonly exclusive: boolean;
+  /**
+   * Spec 9: keyed compaction. The header whose value is a message's key, or
+   * COMPACTION_KEY_ROUTING_KEY for its routing key. This and the three compaction settings
+   * below are present only on a compacting queue (the arguments of other queues, and so
+   * their snapshots, are as before compaction existed).
+   */
+  readonly compactionKey?: string;
+  /** How long a tombstone waits (to be delivered) before it is dropped; default 24 h. */
+  readonly compactionTombstoneRetentionMs?: number;
+  /** A message younger than this is not replaced; default 0. */
+  readonly compactionMinLagMs?: number;
+  /** Dead-letter replaced messages with reason `compacted` (default false: they are dropped). */
+  readonly compactionDeadLetter?: boolean;
 }
 
 /** What a client may pass; every field optional and not yet trusted. */
@@ -38,6 +51,13 @@ export const DELIVERY_LIMIT_DEFAULT = 20;
 export const DEDUP_WINDOW_DEFAULT_MS = 2 * 60 * 1000;
 export const CONSUMER_TIMEOUT_DEFAULT_MS = 30 * 60 * 1000;
 export const MAX_PRIORITY_MAX = 31;
+/** Kafka's `delete.retention.ms` default (seed 003). */
+export const COMPACTION_TOMBSTONE_RETENTION_DEFAULT_MS = 24 * 60 * 60 * 1000;
+/** The `compaction_key` value that keys messages by their routing key instead of a header. */
+export const COMPACTION_KEY_ROUTING_KEY = '$routing_key';
+
+/** The compaction arguments: present (all four) on a compacting queue only. */
+const COMPACTION_ARGUMENTS = ['compactionKey', 'compactionTombstoneRetentionMs', 'compactionMinLagMs', 'compactionDeadLetter'] as const;
 
 export const DEFAULT_ARGUMENTS: QueueArguments = {
   deliveryLimit: DELIVERY_LIMIT_DEFAULT,
@@ -115,7 +135,7 @@ export function parseQueueArguments(input: QueueArgumentsInput = {}): QueueArgum
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     throw new QueueArgumentError('arguments', `queue arguments must be an object, got ${input === null ? 'null' : Array.isArray(input) ? 'an array' : typeof input}`);
   }
-  const known = new Set(Object.keys(DEFAULT_ARGUMENTS));
+  const known = new Set<string>([...Object.keys(DEFAULT_ARGUMENTS), ...COMPACTION_ARGUMENTS]);
   for (const key of Object.keys(input)) {
     if (!known.has(key)) throw new QueueArgumentError(key, `unknown queue argument ${key}`);
   }
@@ -138,6 +158,27 @@ export function parseQueueArguments(input: QueueArgumentsInput = {}): QueueArgum
     autoDelete: flag('autoDelete', input.autoDelete),
     expiresMs: optionalInteger('expiresMs', input.expiresMs, 1),
     exclusive: flag('exclusive', input.exclusive),
+    ...compactionArguments(input),
+  };
+}
+
+/** Spec 9: the compaction arguments, all four when `compactionKey` is set, else none. */
+function compactionArguments(input: QueueArgumentsInput): Partial<QueueArguments> {
+  if (input.compactionKey === undefined || input.compactionKey === null) {
+    const stray = COMPACTION_ARGUMENTS.find((argument) => input[argument] !== undefined && input[argument] !== null);
+    if (stray !== undefined) throw new QueueArgumentError(stray, `queue argument ${stray} needs compactionKey: set compactionKey (a header name, or ${COMPACTION_KEY_ROUTING_KEY}) or leave ${stray} out`);
+    return {};
+  }
+  const key = input.compactionKey;
+  if (typeof key !== 'string' || key === '') return failWith(wrongType('compactionKey', `a non-empty header name, or ${COMPACTION_KEY_ROUTING_KEY}`, key));
+  const retention = input.compactionTombstoneRetentionMs;
+  const lag = input.compactionMinLagMs;
+  return {
+    compactionKey: key,
+    compactionTombstoneRetentionMs:
+      retention === undefined || retention === null ? COMPACTION_TOMBSTONE_RETENTION_DEFAULT_MS : integerIn('compactionTombstoneRetentionMs', retention, 0, Number.MAX_SAFE_INTEGER),
+    compactionMinLagMs: lag === undefined || lag === null ? 0 : integerIn('compactionMinLagMs', lag, 0, Number.MAX_SAFE_INTEGER),
+    compactionDeadLetter: input.compactionDeadLetter === null ? false : flag('compactionDeadLetter', input.compactionDeadLetter),
   };
 }
 
@@ -149,6 +190,9 @@ export function argumentWarnings(args: QueueArguments): string[] {
       `delivery_limit is ${args.deliveryLimit} but no dead_letter_exchange is set: messages over the limit will be dropped`,
     );
   }
+  if (args.compactionDeadLetter === true && args.deadLetterExchange === null) {
+    warnings.push('compaction_dead_letter is true but no dead_letter_exchange is set: replaced messages will be dropped');
+  }
   return warnings;
 }
 
@@ -157,8 +201,9 @@ export function argumentWarnings(args: QueueArguments): string[] {
  * the first argument that differs (to be reported as FAILED_PRECONDITION), or null.
  */
 export function argumentMismatch(existing: QueueArguments, requested: QueueArguments): keyof QueueArguments | null {
-  for (const key of Object.keys(DEFAULT_ARGUMENTS) as Array<keyof QueueArguments>) {
-    if (existing[key] !== requested[key]) return key;
+  for (const key of [...Object.keys(DEFAULT_ARGUMENTS), ...COMPACTION_ARGUMENTS] as Array<keyof QueueArguments>) {
+    // A compaction argument absent on one side is a queue without compaction: null.
+    if ((existing[key] ?? null) !== (requested[key] ?? null)) return key;
   }
   return null;
 }

@@ -3,11 +3,19 @@
  * DLX routing-key rule, and either forget the message (at-most-once) or hold it until
  * the targets confirmed it (at-least-once, the default).
  */
+import { isTombstone } from './compaction.js';
 import { recordDeath, type DeadLetterReason } from './deaths.js';
 import { holdForDeadLetter, remove, type MessageHeader, type QueueState } from './state.js';
 import type { Effect } from './types.js';
 
 export function deadLetter(state: QueueState, message: MessageHeader, reason: DeadLetterReason, now: number, effects: Effect[]): void {
+  if (reason === 'expired' && state.compaction !== null && isTombstone(state, message.id)) {
+    // Spec 9: a tombstone's retention (or TTL) ended; it is dropped, never dead-lettered.
+    state.compaction.tombstonesExpired += 1;
+    remove(state, message, 'compacted');
+    effects.push({ type: 'drop', messageId: message.id, reason: 'compacted' });
+    return;
+  }
   const exchange = state.args.deadLetterExchange;
   if (exchange === null) {
     // Spec 4: without a DLX the message is dropped; the effect lets the server count it.
@@ -30,6 +38,20 @@ export function deadLetter(state: QueueState, message: MessageHeader, reason: De
   effects.push({ type: 'deadLetter', messageId: message.id, reason, exchange, routingKeys, deaths: message.deaths, confirmRequired });
   if (confirmRequired) holdForDeadLetter(state, message);
   else remove(state, message, reason);
+}
+
+/**
+ * Spec 9: a newer message of the key replaces this one: dead-lettered as `compacted` when
+ * the queue asks for it (`compactionDeadLetter`), else dropped (counted).
+ */
+export function compact(state: QueueState, message: MessageHeader, now: number, effects: Effect[]): void {
+  if (state.compaction !== null) state.compaction.replaced += 1;
+  if (state.args.compactionDeadLetter === true) {
+    deadLetter(state, message, 'compacted', now, effects);
+    return;
+  }
+  remove(state, message, 'compacted');
+  effects.push({ type: 'drop', messageId: message.id, reason: 'compacted' });
 }
 
 /** At-least-once: the targets committed the message, so it may leave the source. */

@@ -2,7 +2,8 @@
  * Death records (spec 5): one record per (queue, reason), newest first, folded with a
  * count; `first` is set once and never changes, `last` follows every dead-lettering.
  */
-export type DeadLetterReason = 'rejected' | 'expired' | 'maxlen' | 'delivery_limit';
+/** `compacted` (spec 9): replaced by a newer message of its key, on a queue with `compaction_dead_letter`. */
+export type DeadLetterReason = 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'compacted';
 
 export interface DeathRecord {
   readonly queue: string;

@@ -9,7 +9,11 @@ export {
   DEDUP_WINDOW_DEFAULT_MS,
   CONSUMER_TIMEOUT_DEFAULT_MS,
   MAX_PRIORITY_MAX,
+  COMPACTION_TOMBSTONE_RETENTION_DEFAULT_MS,
+  COMPACTION_KEY_ROUTING_KEY,
 } from './arguments.js';
+export { liveKeyCount } from './compaction.js';
+export type { CompactionState, KeyRecord, KeyedMessage } from './compaction.js';
 export type { QueueArguments, QueueArgumentsInput, Overflow, DeadLetterStrategy } from './arguments.js';
 export { recordDeath, isDeadLetterCycle } from './deaths.js';
 export type { Death, DeadLetterReason, DeathRecord, DeathSummary, Deaths } from './deaths.js';

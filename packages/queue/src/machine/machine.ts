@@ -6,13 +6,15 @@
  * takes ownership of `state` and mutates it in place for speed; a command that fails
  * validation leaves it untouched.
  */
-import { confirmDeadLetter, deadLetter, isExpired } from './deadletter.js';
+import { enqueueKey, replaceableOf, trackKeyed } from './compaction.js';
+import { compact, confirmDeadLetter, deadLetter, isExpired } from './deadletter.js';
 import { deliverAvailable, describeDelivery, electActiveConsumer, takeLiveReady } from './delivery.js';
 import { assert } from './errors.js';
 import {
   admit,
   deliverTo,
   holderOf,
+  pruneStaleIndexEntries,
   remove,
   type ConsumerState,
   type DeliveryHolder,
@@ -132,8 +134,11 @@ function rememberProducer(state: QueueState, command: EnqueueCommand, now: numbe
   state.producers.set(command.producerId, rememberSequence(previous, command.sequence, now));
 }
 
-function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState): NewMessage {
-  const ttlMs = effectiveTtlMs(state, command);
+function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState, tombstone: boolean): NewMessage {
+  let ttlMs = effectiveTtlMs(state, command);
+  // Spec 9: a tombstone waits at most its retention (to be delivered), then it is dropped.
+  const retentionMs = state.args.compactionTombstoneRetentionMs;
+  if (tombstone && retentionMs !== undefined) ttlMs = ttlMs < 0 ? retentionMs : Math.min(ttlMs, retentionMs);
   const delayedUntil = command.delayMs !== undefined ? meta.now + command.delayMs : (command.notBefore ?? 0);
   return {
     id: meta.index,
@@ -148,10 +153,12 @@ function createHeader(meta: Meta, command: EnqueueCommand, state: QueueState): N
   };
 }
 
-function wouldOverflow(state: QueueState, sizeBytes: number): boolean {
+/** Whether the message would take the queue over its limits; `replaced` (spec 9) leave as it comes. */
+function wouldOverflow(state: QueueState, sizeBytes: number, replaced: readonly MessageHeader[]): boolean {
   const { maxLength, maxLengthBytes } = state.args;
-  const count = state.totals.ready.count + state.totals.delayed.count;
-  const bytes = state.totals.ready.bytes + state.totals.delayed.bytes;
+  const count = state.totals.ready.count + state.totals.delayed.count - replaced.length;
+  let bytes = state.totals.ready.bytes + state.totals.delayed.bytes;
+  for (const message of replaced) bytes -= message.sizeBytes;
   return (maxLength !== null && count + 1 > maxLength) || (maxLengthBytes !== null && bytes + sizeBytes > maxLengthBytes);
 }
 
@@ -166,8 +173,12 @@ function enqueue(meta: Meta, command: EnqueueCommand, state: QueueState, effects
         `whether it was stored cannot be told, so it is not stored now; keep a producer's sequences in flight within ${DEDUP_REORDER_WINDOW} of each other, or publish it again with a new sequence`,
     );
   }
-  const init = createHeader(meta, command, state);
-  const overflow = wouldOverflow(state, init.sizeBytes);
+  // Spec 9: on a compacting queue the key's waiting messages make way for this one.
+  const key = enqueueKey(state, command.compactionKey);
+  const tombstone = key !== null && (command.tombstone === true || command.sizeBytes === 0);
+  const replaced = key === null ? [] : replaceableOf(state, key, meta.now);
+  const init = createHeader(meta, command, state, tombstone);
+  const overflow = wouldOverflow(state, init.sizeBytes, replaced);
   if (overflow && state.args.overflow === 'reject-publish') return { type: 'rejected', reason: 'maxlen' };
   const message = admit(state, init, meta.now);
   if (overflow && state.args.overflow === 'reject-publish-dlx') {
@@ -175,6 +186,12 @@ function enqueue(meta: Meta, command: EnqueueCommand, state: QueueState, effects
     return { type: 'rejected', reason: 'maxlen' };
   }
   rememberProducer(state, command, meta.now);
+  if (key !== null) {
+    trackKeyed(state, init.id, key, tombstone, meta.now);
+    for (const old of replaced) compact(state, old, meta.now, effects);
+    // Each replacement leaves an index entry behind: keep them from following the history.
+    if (replaced.length > 0) pruneStaleIndexEntries(state);
+  }
   if (overflow) dropHeadWhileOver(state, meta.now, effects);
   // Drop-head may have dropped the new message itself: look it up again.
   const live = overflow ? state.messages.get(init.id) : message;

@@ -10,7 +10,8 @@
  * The move ends (`moveDone`) when nothing is in flight and either all of its count was
  * handed out, it was cancelled, or it needs a message and none is ready.
  */
-import { deadLetter, isExpired } from './deadletter.js';
+import { isSuperseded } from './compaction.js';
+import { compact, deadLetter, isExpired } from './deadletter.js';
 import { takeLiveReady } from './delivery.js';
 import { holdForMove, remove, unholdMoving, type MessageHeader, type MoveState, type QueueState } from './state.js';
 import type { Effect, MoveStartCommand, Reply } from './types.js';
@@ -84,6 +85,8 @@ export function failMoved(state: QueueState, moveId: string, messageIds: readonl
     unholdMoving(state, message);
     // Like a returned delivery: one whose TTL ended on the way is dead-lettered, not requeued.
     if (isExpired(message, now)) deadLetter(state, message, 'expired', now, effects);
+    // Spec 9: a newer message of its key came meanwhile: it replaces this one.
+    else if (isSuperseded(state, message, now)) compact(state, message, now, effects);
   }
 }
 

@@ -16,6 +16,7 @@ import { emptyGone, emptyTotals, type ConsumerState, type GoneReason, type MoveS
 import { MessageStore, PLACE_CODE, PLACES, PRIORITY_BITS, PRIORITY_MASK, SIZE_ESCAPE, type MessageColumns, type PlainMessageHeader, type Route } from './store.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
+import { compactionSnapshot, createCompactionState, isCompactionSnapshot, restoreCompaction, type CompactionSnapshot } from './compaction.js';
 
 /** 2: binary `encodeSnapshot` (the plain `snapshot()` layout is unchanged from 1). */
 export const SNAPSHOT_VERSION = 2;
@@ -58,6 +59,8 @@ export interface QueueSnapshot {
   readonly move?: MoveState;
   /** Present only when manual gets hold deliveries, in creation order. */
   readonly getHolders?: GetHolderSnapshot[];
+  /** Present only on a compacting queue (spec 9): its key index and counts. */
+  readonly compaction?: CompactionSnapshot;
 }
 
 export function snapshot(state: QueueState): QueueSnapshot {
@@ -87,14 +90,22 @@ function scalarFields(state: QueueState): Omit<StateFields, 'ready' | 'delayedHe
     deleted: state.deleted,
     clockMs: state.clockMs,
     lastIndex: state.lastIndex,
-    gone: state.gone,
+    gone: goneForSnapshot(state.gone),
     enqueued: state.enqueued,
+    ...(state.compaction === null ? {} : { compaction: compactionSnapshot(state.compaction) }),
     ...(state.exclusiveOwner === null ? {} : { exclusiveOwner: state.exclusiveOwner }),
     ...(state.move === null ? {} : { move: { ...state.move } }),
     ...(state.getHolders.size === 0
       ? {}
       : { getHolders: [...state.getHolders.values()].map((h) => ({ id: h.id, nextDeliveryTag: h.nextDeliveryTag, unacked: [...h.unacked.entries()] })) }),
   };
+}
+
+/** `compacted` is written only once a message left so (snapshots of other queues are as before compaction). */
+function goneForSnapshot(gone: Record<GoneReason, number>): Record<GoneReason, number> {
+  if (gone.compacted !== 0) return gone;
+  const { compacted: _compacted, ...rest } = gone;
+  return rest as Record<GoneReason, number>;
 }
 
 export function restore(data: QueueSnapshot): QueueState {
@@ -136,9 +147,18 @@ function assemble(
     enqueued: copy.enqueued,
     exclusiveOwner: copy.exclusiveOwner ?? null,
     move: copy.move === undefined ? null : { ...copy.move },
+    compaction: restoredCompaction(copy.args, copy.compaction, messages),
   };
   assert(state.ready.length === state.args.maxPriority + 1, 'snapshot has the wrong number of priority levels');
   return state;
+}
+
+function restoredCompaction(args: QueueArguments, data: CompactionSnapshot | undefined, messages: MessageStore): QueueState['compaction'] {
+  if (args.compactionKey === undefined) {
+    assert(data === undefined, 'snapshot has a key index but the queue does not compact');
+    return null;
+  }
+  return data === undefined ? createCompactionState() : restoreCompaction(data, (id) => messages.has(id));
 }
 
 function restoreMessages(messages: readonly PlainMessageHeader[]): MessageStore {
@@ -915,6 +935,7 @@ export function decodeSnapshot(bytes: Uint8Array): QueueState {
   if (meta.exclusiveOwner !== undefined && typeof meta.exclusiveOwner !== 'string') corrupt('bad exclusive owner');
   if (meta.move !== undefined && !isMoveState(meta.move)) corrupt('bad move');
   if (meta.getHolders !== undefined) checkGetHolders(meta.getHolders, meta.consumers);
+  if (meta.compaction !== undefined && !isCompactionSnapshot(meta.compaction)) corrupt('bad compaction key index');
   const n = meta.messageCount;
   const columns: MessageColumnReaders = {
     ids: reader.column('ids', n),

@@ -12,12 +12,13 @@ import { IdDeque } from './deque.js';
 import { assert } from './errors.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
+import { createCompactionState, forgetKeyed, type CompactionState } from './compaction.js';
 
 export type { Place } from './store.js';
 export { MessageHeader } from './store.js';
 
 /** Where a message went when it left the queue. */
-export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted' | 'moved';
+export type GoneReason = 'acked' | 'rejected' | 'expired' | 'maxlen' | 'delivery_limit' | 'purged' | 'deleted' | 'moved' | 'compacted';
 
 /**
  * A move (spec 8): hand ready messages out, `window` at a time, to be republished to
@@ -126,6 +127,8 @@ export interface QueueState {
   exclusiveOwner: string | null;
   /** The current or last move (spec 8), or null. */
   move: MoveState | null;
+  /** Spec 9: the key index of a queue with `compactionKey`; null on other queues. */
+  compaction: CompactionState | null;
 }
 
 export function createQueueState(name: string, args: QueueArguments, now = 0): QueueState {
@@ -154,11 +157,12 @@ export function createQueueState(name: string, args: QueueArguments, now = 0): Q
     enqueued: 0,
     exclusiveOwner: null,
     move: null,
+    compaction: args.compactionKey === undefined ? null : createCompactionState(),
   };
 }
 
 export function emptyGone(): Record<GoneReason, number> {
-  return { acked: 0, rejected: 0, expired: 0, maxlen: 0, delivery_limit: 0, purged: 0, deleted: 0, moved: 0 };
+  return { acked: 0, rejected: 0, expired: 0, maxlen: 0, delivery_limit: 0, purged: 0, deleted: 0, moved: 0, compacted: 0 };
 }
 
 export function emptyTotals(): Record<Place, PlaceTotals> {
@@ -279,6 +283,50 @@ export function remove(state: QueueState, message: MessageHeader, reason: GoneRe
   leave(state, message);
   state.messages.delete(message.id);
   state.gone[reason] += 1;
+  if (state.compaction !== null) forgetKeyed(state.compaction, message.id);
+}
+
+/** Stale index entries tolerated beyond twice the live ones before they are pruned. */
+const STALE_ENTRIES_SLACK = 1024;
+
+/**
+ * Drops the index entries of messages that left while waiting (the ready deques and the
+ * deadline heaps remove lazily) once they outnumber the live ones: on a compacting queue
+ * (spec 9) every update leaves one behind, and a queue nobody consumes would otherwise keep
+ * an entry per update of its history, in memory and in every snapshot. Amortized O(1) per
+ * message; order is kept, so nothing is delivered differently.
+ */
+export function pruneStaleIndexEntries(state: QueueState): void {
+  let fresh = 0;
+  for (const level of state.ready) fresh += level.fresh.length;
+  if (fresh > 2 * state.totals.ready.count + STALE_ENTRIES_SLACK) {
+    for (const level of state.ready) {
+      const ids = level.fresh.toArray();
+      level.fresh.clear();
+      for (const id of ids) if (state.messages.get(id)?.place === 'ready') level.fresh.pushBack(id);
+    }
+  }
+  const waiting = (id: number, deadline: number, place: Place): boolean => {
+    const message = state.messages.get(id);
+    return message !== undefined && message.place === place && (place === 'delayed' ? message.notBefore : message.expiresAt) === deadline;
+  };
+  if (state.delayedHeap.size > 2 * state.totals.delayed.count + STALE_ENTRIES_SLACK) rebuildHeap(state.delayedHeap, (id, deadline) => waiting(id, deadline, 'delayed'));
+  if (state.expiryHeap.size > 2 * state.messages.size + STALE_ENTRIES_SLACK) {
+    rebuildHeap(state.expiryHeap, (id, deadline) => {
+      const message = state.messages.get(id);
+      return message !== undefined && message.expiresAt === deadline;
+    });
+  }
+}
+
+function rebuildHeap(heap: DeadlineHeap, keep: (id: number, deadline: number) => boolean): void {
+  const pairs = heap.toArray();
+  heap.clear();
+  for (let i = 0; i < pairs.length; i += 2) {
+    const deadline = pairs[i] as number;
+    const id = pairs[i + 1] as number;
+    if (keep(id, deadline)) heap.push(deadline, id);
+  }
 }
 
 /** Holds the message until its dead-letter targets confirmed it (at-least-once). */

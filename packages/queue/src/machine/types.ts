@@ -43,6 +43,14 @@ export interface EnqueueCommand {
   readonly sequence?: number;
   /** Death records the message already carries (republished or dead-lettered here). */
   readonly deaths?: Deaths;
+  /**
+   * Spec 9: the message's compaction key, read by the server from the header (or routing
+   * key) the queue's `compactionKey` names; ignored by a queue without compaction. A
+   * message without one is never replaced and replaces nothing.
+   */
+  readonly compactionKey?: string;
+  /** Spec 9: an explicit tombstone (an empty body, sizeBytes 0, is one too). */
+  readonly tombstone?: boolean;
 }
 
 export type Command =

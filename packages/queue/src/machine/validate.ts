@@ -37,10 +37,12 @@ export function validateEnqueue(command: EnqueueCommand): ErrorReply | null {
   const counts = validateOptionalCount('expirationMs', command.expirationMs) ?? validateOptionalCount('delayMs', command.delayMs);
   if (counts !== null) return counts;
   if (command.notBefore !== undefined && !isCount(command.notBefore)) return invalid('notBefore', 'a timestamp in ms', command.notBefore);
+  if (command.compactionKey !== undefined && typeof command.compactionKey !== 'string') return invalid('compactionKey', 'a string', command.compactionKey);
+  if (command.tombstone !== undefined && typeof command.tombstone !== 'boolean') return invalid('tombstone', 'a boolean', command.tombstone);
   return validateProducer(command) ?? validateDeaths(command.deaths);
 }
 
-const DEAD_LETTER_REASONS: ReadonlySet<unknown> = new Set<DeadLetterReason>(['rejected', 'expired', 'maxlen', 'delivery_limit']);
+const DEAD_LETTER_REASONS: ReadonlySet<unknown> = new Set<DeadLetterReason>(['rejected', 'expired', 'maxlen', 'delivery_limit', 'compacted']);
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -3,10 +3,13 @@
  * group, queue replicas with the real queue machine, proposal routing and forwarding, the
  * effect runner, dead-letter and move workers, leader duties) on simulated time, a fake disk
  * and a faulty network, with clients that publish with confirms, consume, ack, reject and
- * let messages expire, and move the dead-letter queue's messages to a third queue. After the faults heal and the queues drain, it checks what the spec
- * promises at the queue level: no confirmed message disappears (each is acked from its
- * queue, or dead-lettered to the dead-letter queue with its death record and acked there),
- * and every replica of a queue holds the same state.
+ * let messages expire, and move the dead-letter queue's messages to a third queue, and
+ * publish updates (and tombstones) of a few keys to a compacting queue (spec 9). After the
+ * faults heal and the queues drain, it checks what the spec promises at the queue level: no
+ * confirmed message disappears (each is acked from its queue, or dead-lettered to the
+ * dead-letter queue with its death record and acked there; on the compacting queue, a
+ * message may be replaced by a newer one of its key, but the last confirmed one of each key
+ * is acked), and every replica of a queue holds the same state.
  */
 import { BrokerNode, DEFAULTS, NodeMetrics, type LocalQueue, type NodeConfig, type OutgoingDelivery } from '@quorumq/server/core';
 import { quorumq } from '@quorumq/proto';
@@ -62,6 +65,8 @@ export interface BrokerSimResult {
   readonly partitions: number;
   readonly moves: number;
   readonly moved: number;
+  /** Messages of the compacting queue replaced by a newer one of their key (its leader's count). */
+  readonly compacted: number;
   readonly simulatedMs: number;
   /** The membership flow of this seed: the founder replaced by the spare node, or null. */
   readonly replaced: NodeId | null;
@@ -76,7 +81,10 @@ const DEAD = 'dead';
 const DLX = 'dlx';
 /** Where a mover client moves the dead-letter queue's messages (spec 8). */
 const MOVED = 'moved';
-const QUEUES: readonly string[] = [WORK, DEAD, MOVED];
+/** A compacting queue (spec 9): the last value per `entity` header. */
+const LATEST = 'latest';
+const LATEST_KEYS = 4;
+const QUEUES: readonly string[] = [WORK, DEAD, MOVED, LATEST];
 const TICK_MS = 10;
 const SETTLE_ROUNDS = 8;
 const EVENTS_MAX = 3_000_000;
@@ -93,6 +101,10 @@ const CALL_DEADLINE_MS = 3000;
 
 interface Published {
   readonly id: number;
+  readonly queue: string;
+  /** On LATEST: its key (the `entity` header), and whether it is a tombstone. */
+  readonly key: string | null;
+  readonly tombstone: boolean;
   /** Its per-message TTL, if any: it may then expire where no dead-letter exchange catches it. */
   expirationMs: number | null;
   confirmed: boolean;
@@ -125,6 +137,9 @@ export class BrokerSimulation implements SimCluster {
   private readonly incarnation = new Map<NodeId, number>();
   private readonly checkers = new Map<string, SafetyChecker>();
   private readonly published = new Map<number, Published>();
+  /** The last message published to LATEST per key: once confirmed, it must be acked there. */
+  private readonly lastOfKey = new Map<string, Published>();
+  private compacted = 0;
   private readonly fates = new Map<number, Fate>();
   private readonly consumers: SimConsumer[] = [];
   /** Acks sent to each node and not answered: if it crashes, their outcome is unknown. */
@@ -195,7 +210,7 @@ export class BrokerSimulation implements SimCluster {
     for (const id of NODES) this.startNode(id);
     this.scheduler.after(50, 'setup', () => void this.setup());
     this.schedulePublishes();
-    for (const queue of [WORK, WORK, DEAD, MOVED]) this.consumers.push({ queue, node: null, id: null, generation: 0 });
+    for (const queue of [WORK, WORK, DEAD, MOVED, LATEST]) this.consumers.push({ queue, node: null, id: null, generation: 0 });
     this.scheduleFaults(faultPhaseMs);
     this.scheduleMembership(faultPhaseMs);
     this.scheduler.at(faultPhaseMs, 'heal', () => this.heal());
@@ -370,6 +385,7 @@ export class BrokerSimulation implements SimCluster {
         { type: 'declareQueue' as const, name: WORK, args: { deadLetterExchange: DLX, deadLetterRoutingKey: DEAD }, passive: false, members, createdAt: 0 },
         { type: 'topology' as const, command: { type: 'bind' as const, source: DLX, destination: { kind: 'queue' as const, name: DEAD }, bindingKey: DEAD } },
         { type: 'declareQueue' as const, name: MOVED, args: {}, passive: false, members, createdAt: 0 },
+        { type: 'declareQueue' as const, name: LATEST, args: { compactionKey: 'entity' }, passive: false, members, createdAt: 0 },
       ];
       for (const step of steps) {
         const reply = await this.call(node.router.proposeMeta(step));
@@ -379,8 +395,9 @@ export class BrokerSimulation implements SimCluster {
       this.setupAt = this.scheduler.now;
       this.traceLine('setup done');
       // The dead-letter queue's consumer starts at the heal: until then its messages wait
-      // there, and the mover moves them.
-      for (const consumer of this.consumers) if (consumer.queue !== DEAD || this.healed) this.subscribe(consumer);
+      // there, and the mover moves them. So does the compacting queue's: until then its keys'
+      // updates replace each other.
+      for (const consumer of this.consumers) if (!startsAtHeal(consumer.queue) || this.healed) this.subscribe(consumer);
       this.scheduleMoves();
     } catch {
       this.scheduler.after(100, 'setup', () => void this.setup());
@@ -398,8 +415,16 @@ export class BrokerSimulation implements SimCluster {
       if (!this.publishing) return;
       if (this.setupDone && [...this.published.values()].filter((p) => p.inFlight).length < PUBLISHES_IN_FLIGHT_MAX) {
         const id = this.nextMessage++;
-        const message: Published = { id, expirationMs: chance(this.random, 0.15) ? 20 + this.random.nextInt(200) : null, confirmed: false, inFlight: false };
+        // A third go to LATEST: an update of a key whose last publish was confirmed (so the log
+        // holds a key's confirmed messages in publish order), now and then a tombstone.
+        const key = `e${this.random.nextInt(LATEST_KEYS)}`;
+        const previous = this.lastOfKey.get(key);
+        const keyed = chance(this.random, 0.3) && (previous === undefined || previous.confirmed);
+        const message: Published = keyed
+          ? { id, queue: LATEST, key, tombstone: chance(this.random, 0.1), expirationMs: null, confirmed: false, inFlight: false }
+          : { id, queue: WORK, key: null, tombstone: false, expirationMs: chance(this.random, 0.15) ? 20 + this.random.nextInt(200) : null, confirmed: false, inFlight: false };
         this.published.set(id, message);
+        if (keyed) this.lastOfKey.set(key, message);
         this.publish(message, message.expirationMs);
       }
       this.schedulePublishes();
@@ -420,13 +445,20 @@ export class BrokerSimulation implements SimCluster {
       type: 'enqueue',
       sizeBytes: body.byteLength,
       exchange: '',
-      routingKeys: [WORK],
+      routingKeys: [message.queue],
       producerId: 'publisher',
       sequence: message.id,
       ...(expirationMs !== null ? { expirationMs } : {}),
     };
-    const stored: pb.Message.$Properties = { body, routingKey: WORK, ...(expirationMs !== null ? { properties: { expirationMs } } : {}) };
-    this.call(node.router.proposeQueue(WORK, command, stored)).then(
+    // The router reads the key (and the tombstone flag) for LATEST, as for a client's publish.
+    const stored: pb.Message.$Properties = {
+      body,
+      routingKey: message.queue,
+      ...(expirationMs !== null ? { properties: { expirationMs } } : {}),
+      ...(message.key !== null ? { headers: { entity: { stringValue: message.key } } } : {}),
+      ...(message.tombstone ? { tombstone: true } : {}),
+    };
+    this.call(node.router.proposeQueue(message.queue, command, stored)).then(
       (reply) => {
         if (reply.type === 'enqueued' || reply.type === 'duplicate') {
           if (!message.confirmed) this.confirmedCount++;
@@ -557,11 +589,12 @@ export class BrokerSimulation implements SimCluster {
       }
     }
     const roll = this.random.nextInt(10);
-    // From the work queue: mostly acked, some rejected (dead-lettered), some requeued.
+    // From the work queue: mostly acked, some rejected (dead-lettered), some requeued; from
+    // the compacting queue some requeued (replaced then, if a newer one of the key came).
     const command: Command =
       consumer.queue === WORK && roll === 0
         ? { type: 'discard', consumerId, deliveryTag: delivery.deliveryTag ?? 0 }
-        : consumer.queue === WORK && roll === 1
+        : (consumer.queue === WORK || consumer.queue === LATEST) && roll === 1
           ? { type: 'return', consumerId, deliveryTag: delivery.deliveryTag ?? 0 }
           : { type: 'ack', consumerId, deliveryTag: delivery.deliveryTag ?? 0 };
     this.traceLine(`client ${command.type} m${id} from ${consumer.queue} tag ${delivery.deliveryTag} on ${node.nodeId}`);
@@ -638,7 +671,7 @@ export class BrokerSimulation implements SimCluster {
     this.network.heal();
     this.network.faults = HEALTHY_NETWORK;
     for (const id of this.started) this.restart(id);
-    if (this.setupDone) for (const consumer of this.consumers) if (consumer.queue === DEAD && consumer.id === null) this.subscribe(consumer);
+    if (this.setupDone) for (const consumer of this.consumers) if (startsAtHeal(consumer.queue) && consumer.id === null) this.subscribe(consumer);
     this.traceLine('heal');
   }
 
@@ -738,10 +771,14 @@ export class BrokerSimulation implements SimCluster {
       });
       if (new Set(hashes).size !== 1) throw new SafetyViolation('ReplicasAgree', `replicas of ${queue} differ after converging: ${hashes.join(' ')}`);
     }
+    this.compacted = this.leaderOf(LATEST)?.local.replica.state.gone.compacted ?? 0;
     for (const message of this.published.values()) {
       // A message with a TTL keeps it when dead-lettered for another reason (spec 5), and
       // the dead-letter queue has no dead-letter exchange: it may expire there, dropped.
       if (!message.confirmed || message.expirationMs !== null) continue;
+      // Spec 9: a message of the compacting queue may be replaced by a newer one of its key
+      // (legitimately never delivered); the last one of each key is checked below.
+      if (message.queue === LATEST) continue;
       const fate = this.fates.get(message.id);
       if (fate === undefined || !fate.settled) {
         throw new SafetyViolation(
@@ -749,6 +786,12 @@ export class BrokerSimulation implements SimCluster {
           `confirmed message m${message.id} was never acked from ${WORK}, ${DEAD} or ${MOVED} (${fate === undefined ? 'never delivered' : fate.deadLettered ? 'dead-lettered, not acked' : 'delivered, not acked'}), and every queue is empty`,
         );
       }
+    }
+    // The last message of each key, once confirmed, is the key's latest in the log (nothing of
+    // the key was in flight with it): nothing replaced it, so it was acked from LATEST.
+    for (const [key, last] of this.lastOfKey) {
+      if (!last.confirmed || this.fates.get(last.id)?.settled === true) continue;
+      throw new SafetyViolation('ConfirmedNotLost', `the latest message of key ${key} on ${LATEST}, m${last.id}${last.tombstone ? ' (a tombstone)' : ''}, was confirmed but never acked, and every queue is empty`);
     }
   }
 
@@ -793,10 +836,16 @@ export class BrokerSimulation implements SimCluster {
       partitions: this.partitions,
       moves: this.moves,
       moved: this.movedDeliveries,
+      compacted: this.compacted,
       simulatedMs: this.scheduler.now,
       replaced: this.profile.membership ? this.leaving : null,
     };
   }
+}
+
+/** Queues whose consumer subscribes only once the faults heal (see setup). */
+function startsAtHeal(queue: string): boolean {
+  return queue === DEAD || queue === LATEST;
 }
 
 export function runBrokerSeed(options: BrokerSimOptions): Promise<BrokerSimResult> {
