@@ -29,6 +29,7 @@ import { LeaderDuties } from './leader-duties.js';
 import type { LeaderWorkContext } from './leader-work.js';
 import { META_GROUP } from './local-queue.js';
 import { MemberChanges } from './member-changes.js';
+import { NodeIncarnations, lostDataMessage } from './node-incarnation.js';
 import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics } from './metrics.js';
@@ -76,6 +77,8 @@ export interface BrokerNodeParts {
   readonly metrics: NodeMetrics;
   /** Who the cluster's nodes are (shared with the peer listener's authenticator); from `config.peers` when not given. */
   readonly directory?: ClusterDirectory;
+  /** This node's incarnation and its peers' (node-incarnation.ts); in memory when not given. */
+  readonly incarnations?: NodeIncarnations;
   /** The node cannot go on (a storage error): the process must stop (it restarts from its WAL). */
   readonly onFatal: (error: unknown) => void;
   /** How each Raft group is set up beyond the config (the simulator's checkers). */
@@ -114,6 +117,8 @@ export class BrokerNode {
   readonly directory: ClusterDirectory;
   /** Groups' configurations follow the metadata's members (member-changes.ts). */
   readonly memberChanges: MemberChanges;
+  /** This node's incarnation and those its peers told (node-incarnation.ts). */
+  readonly incarnations: NodeIncarnations;
   /** Warnings a peer can cause over and over (refused calls and messages), rate-limited. */
   readonly warnings: WarnLimiter;
   diskAlarm = false;
@@ -152,6 +157,7 @@ export class BrokerNode {
     const isStopping = (): boolean => this.stopping;
     const fatal = (error: unknown): void => this.fatal(error);
     this.directory = parts.directory ?? new ClusterDirectory(config.nodeId, config.peers);
+    this.incarnations = parts.incarnations ?? NodeIncarnations.inMemory('0'.repeat(32));
     const others = (): NodeId[] => this.directory.ids().filter((id) => id !== config.nodeId);
     this.liveness = new PeerLiveness(others(), config.electionTicks * config.tickMs, env.now());
     this.directory.onChange((added, removed) => {
@@ -330,6 +336,8 @@ export class BrokerNode {
       logger: { warn: (message: string) => logger.warn(message) },
     });
     const directory = host.directory ?? new ClusterDirectory(config.nodeId, config.peers);
+    const incarnations = await NodeIncarnations.load(kv);
+    let lost: ((peer: NodeId) => void) | null = null;
     const transport = new PeerTransport(
       config.nodeId,
       directory.peers(),
@@ -339,12 +347,19 @@ export class BrokerNode {
         metrics.peerBatches.inc();
         metrics.peerMessages.inc(messages);
       },
-      { credentials: host.peerCredentials ?? new PeerCredentials(config, logger), clientAddress: config.advertise },
+      {
+        credentials: host.peerCredentials ?? new PeerCredentials(config, logger),
+        clientAddress: config.advertise,
+        incarnations,
+        onLostOwnData: (peer) => lost?.(peer),
+      },
     );
     const memoryAlarm = MemoryAlarm.ofProcess(config, logger, metrics, host.residentMemoryBytes);
     const heap = loadHeapTrim();
     for (const missing of heap.missing) logger.info(`an idle node gives memory back to the system without a part: ${missing}`);
-    node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, directory, logger, metrics, onFatal, memoryAlarm, heapTrim: heap.trim });
+    node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, directory, incarnations, logger, metrics, onFatal, memoryAlarm, heapTrim: heap.trim });
+    const created = node;
+    lost = (peer) => created.lostOwnData(peer);
     await node.checkDisk();
     memoryAlarm.check();
     const started = node;
@@ -498,6 +513,20 @@ export class BrokerNode {
   groupById(groupId: string): RaftGroup<unknown> | null {
     if (groupId === META_GROUP) return this.metaGroup as RaftGroup<unknown>;
     return this.queues.groupById(groupId) as RaftGroup<unknown> | null;
+  }
+
+  /**
+   * A peer knew another incarnation of this node (node-incarnation.ts): its data directory
+   * was lost or replaced. It stops before taking part, and says what to do.
+   */
+  lostOwnData(peer: NodeId): void {
+    if (this.stopping) return;
+    const message = lostDataMessage(this.nodeId, peer);
+    this.logger.fatal({ peer }, message);
+    this.stopping = true;
+    this.queues.stopAll('this node lost its data directory');
+    this.metaGroup.stop('this node lost its data directory');
+    this.onFatal(new Error(message));
   }
 
   fatal(error: unknown): void {

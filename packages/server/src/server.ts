@@ -238,6 +238,8 @@ function peerServerOf(
       onMessage: (message) => node.receive(message),
       onBatch: (peer) => node.heardFrom(peer),
       onClientAddress: (peer, address) => node.learnClientAddress(peer, address),
+      incarnations: node.incarnations,
+      onLostOwnData: (peer) => node.lostOwnData(peer),
       onWrongNode: (to, from) => {
         node.metrics.peerStreamsRefused.inc();
         logger.warn({ to, from }, 'a peer sent Raft messages for another node here (stale address); refused its stream');
@@ -251,7 +253,11 @@ function peerServerOf(
         node.warnings.warn(
           `raft:${reason}`,
           { reason, peer, from: claimedFrom.slice(0, 64) },
-          reason === 'sender_mismatch' ? 'dropped a Raft message a peer sent in another node\'s name' : 'dropped a malformed Raft message',
+          reason === 'sender_mismatch'
+            ? 'dropped a Raft message a peer sent in another node\'s name'
+            : reason === 'incarnation_changed'
+              ? 'refused a peer that came back under its id with another data directory (lost or replaced): it must be replaced under a new id'
+              : 'dropped a malformed Raft message',
         );
       },
     }),

@@ -25,6 +25,7 @@ import type { Logger } from 'pino';
 import { splitAddress } from './listener-config.js';
 import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
 import { PeerCredentials } from './tls-credentials.js';
+import { INCARNATION_CHANGED, INCARNATION_METADATA, LOST_DATA, YOUR_INCARNATION_METADATA, type NodeIncarnations } from './node-incarnation.js';
 import { encodeRaftBatch, messageFromWire, raftBatchChunks, type GroupMessage } from './raft-codec.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 
@@ -94,6 +95,8 @@ export class PeerTransport {
   /** The same, with this node's client address: the Raft stream's. */
   private readonly streamMetadata: Metadata;
   private readonly credentials: PeerCredentials;
+  private readonly incarnations: NodeIncarnations | null;
+  private readonly onLostOwnData: (peer: NodeId) => void;
 
   constructor(
     readonly selfId: NodeId,
@@ -108,8 +111,14 @@ export class PeerTransport {
       readonly credentials?: PeerCredentials;
       /** This node's client address, told to every peer on the Raft stream. */
       readonly clientAddress?: string;
+      /** This node's incarnation and its peers' (node-incarnation.ts), told on the Raft streams. */
+      readonly incarnations?: NodeIncarnations;
+      /** A peer knew another incarnation of this node: its data directory was lost (it must stop). */
+      readonly onLostOwnData?: (peer: NodeId) => void;
     } = {},
   ) {
+    this.incarnations = channels.incarnations ?? null;
+    this.onLostOwnData = channels.onLostOwnData ?? (() => {});
     this.credentials = channels.credentials ?? new PeerCredentials({ peerTls: null, tlsRefreshMs: 60_000 }, logger);
     if (secret === null && !this.credentials.mutualTls && [...peers.keys()].some((id) => id !== selfId)) {
       throw new Error('a node with peers needs a cluster secret or peer mutual TLS');
@@ -308,6 +317,17 @@ export class PeerTransport {
     link.peerClient = this.peerClientOf(link.id, link.address);
   }
 
+  /** The Raft stream's metadata: this node's, with its incarnation and the one it knew of `peer`. */
+  private streamMetadataFor(peer: NodeId): Metadata {
+    const metadata = this.streamMetadata.clone();
+    if (this.incarnations !== null) {
+      metadata.set(INCARNATION_METADATA, this.incarnations.own);
+      const known = this.incarnations.known(peer);
+      if (known !== undefined) metadata.set(YOUR_INCARNATION_METADATA, known);
+    }
+    return metadata;
+  }
+
   private streamOf(link: PeerLink): ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null {
     if (link.stream !== null) return link.stream;
     const now = Date.now();
@@ -317,7 +337,7 @@ export class PeerTransport {
       RaftTransportService.stream.path,
       encodeRaftBatch,
       RaftTransportService.stream.responseDeserialize,
-      this.streamMetadata.clone(),
+      this.streamMetadataFor(link.id),
     ) as ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck>;
     link.stream = stream;
     stream.on('metadata', () => {
@@ -351,6 +371,14 @@ export class PeerTransport {
         }
         if (link.stream === stream) this.renewClients(link);
       }
+      if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(INCARNATION_CHANGED)) {
+        // The peer knew another incarnation of this node: this node's data was lost.
+        this.onLostOwnData(link.id);
+      }
+      if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(LOST_DATA) && !link.refusedWarned) {
+        link.refusedWarned = true;
+        this.logger.warn({ peer: link.id, reason: error.details }, 'the peer lost its data directory and refuses to rejoin under its id; replace it (docs/operations.md)');
+      }
       if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(WRONG_NODE)) {
         // The address led to another node (a container restarted with another's old IP):
         // new channels resolve the name again.
@@ -375,7 +403,9 @@ export type RaftRefusal =
   /** A message whose `from` is not the peer that opened the stream. */
   | 'sender_mismatch'
   /** A message the codec refuses (unknown kind, numbers that are not safe integers). */
-  | 'malformed';
+  | 'malformed'
+  /** A stream of a peer that came back under its id with another data directory (node-incarnation.ts). */
+  | 'incarnation_changed';
 
 export interface RaftStreamOptions {
   readonly selfId: NodeId;
@@ -389,6 +419,10 @@ export interface RaftStreamOptions {
   readonly onClientAddress?: (peer: NodeId, address: string) => void;
   /** A stream or message was refused; `peer` is the authenticated peer, when there is one. */
   readonly onRefused?: (reason: RaftRefusal, peer: NodeId | null, claimedFrom: string) => void;
+  /** This node's incarnation and its peers' (node-incarnation.ts); none: not checked. */
+  readonly incarnations?: NodeIncarnations;
+  /** `peer` knew another incarnation of this node: its data directory was lost (it must stop). */
+  readonly onLostOwnData?: (peer: NodeId) => void;
 }
 
 /**
@@ -410,6 +444,22 @@ export function raftStreamHandler(options: RaftStreamOptions) {
       onRefused('unauthenticated', null, claimedNodeId(call));
       call.emit('error', unauthenticatedPeer());
       return;
+    }
+    // Incarnations (node-incarnation.ts), before any message is stepped.
+    const incarnations = options.incarnations;
+    if (incarnations !== undefined) {
+      const yours = call.metadata.get(YOUR_INCARNATION_METADATA)[0];
+      if (incarnations.lostOwnData(typeof yours === 'string' ? yours : undefined)) {
+        call.emit('error', { code: Status.FAILED_PRECONDITION, details: `${LOST_DATA}: node ${selfId} lost its data directory; it must be replaced under a new id` });
+        options.onLostOwnData?.(peer);
+        return;
+      }
+      const theirs = call.metadata.get(INCARNATION_METADATA)[0];
+      if (!incarnations.accept(peer, typeof theirs === 'string' ? theirs : undefined)) {
+        onRefused('incarnation_changed', peer, peer);
+        call.emit('error', { code: Status.FAILED_PRECONDITION, details: `${INCARNATION_CHANGED}: ${selfId} knew another incarnation of ${peer} (its data directory was lost or replaced)` });
+        return;
+      }
     }
     const clientAddress = call.metadata.get(PEER_CLIENT_ADDRESS_METADATA)[0];
     if (typeof clientAddress === 'string' && clientAddress.length <= 255 && splitAddress(clientAddress) !== null) options.onClientAddress?.(peer, clientAddress);

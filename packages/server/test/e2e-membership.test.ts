@@ -137,6 +137,22 @@ it('removing a node shrinks its replicas away; the node then leaves the metadata
   await cluster.kill('n1');
 }, 120_000);
 
+it('a node whose data directory was lost refuses to rejoin under its id, and says what to do', async () => {
+  const lost = cluster.local.node('n2');
+  await cluster.kill('n2');
+  rmSync(lost.dataDir, { recursive: true, force: true });
+  cluster.startNode('n2');
+  // Its peers knew another incarnation of n2: it stops before it takes part.
+  await waitFor(async () => !cluster.local.isRunning('n2'), 30_000);
+  expect(lost.output).toContain("must not rejoin under the same id");
+  expect(lost.output).toContain('remove-node n2 --replace-with');
+  const exit = cluster.local.unexpectedExits.find((e) => e.id === 'n2');
+  expect(exit?.code).toBe(70);
+  // The others noticed and refused it; the queue still serves.
+  expect((await client.publish('', QUEUE, 'after-n2-lost')).outcome).toBe('confirmed');
+  confirmed.add('after-n2-lost');
+}, 60_000);
+
 it('a node whose data directory was lost is replaced by a new node; every confirmed message is consumed', async () => {
   const lost = cluster.local.node('n2');
   await cluster.kill('n2');
