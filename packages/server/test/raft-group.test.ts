@@ -53,6 +53,23 @@ class SteppedList implements GroupMachine<string> {
   }
 }
 
+/** The `send` of n1 whose peers vote for it and acknowledge every append (and do nothing else); `sent` records what went out. */
+function votingPeers(group: () => RaftGroup<string> | null, sent: Message[] = []): (groupId: string, messages: readonly Message[]) => void {
+  return (_groupId, messages) => {
+    for (const m of messages) {
+      sent.push(m);
+      if (m.type === 'preVote' || m.type === 'vote') {
+        const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
+        setImmediate(() => group()?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
+      }
+      if (m.type === 'append') {
+        const index = m.prevLogIndex + m.entries.length;
+        setImmediate(() => group()?.receive({ type: 'appendResp', from: m.to, to: m.from, term: m.term, reject: false, index, hintIndex: 0, hintTerm: 0 }));
+      }
+    }
+  };
+}
+
 /** n1 of a three-voter group whose peers vote for it and then never answer an append. */
 async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Promise<RaftGroup<string>> {
   const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
@@ -188,19 +205,7 @@ describe('a proposal with a deadline', () => {
     };
     const sent: Message[] = [];
     let group: RaftGroup<string> | null = null;
-    const send = (_groupId: string, messages: readonly Message[]): void => {
-      for (const m of messages) {
-        sent.push(m);
-        if (m.type === 'preVote' || m.type === 'vote') {
-          const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
-          setImmediate(() => group?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
-        }
-        if (m.type === 'append') {
-          const index = m.prevLogIndex + m.entries.length;
-          setImmediate(() => group?.receive({ type: 'appendResp', from: m.to, to: m.from, term: m.term, reject: false, index, hintIndex: 0, hintTerm: 0 }));
-        }
-      }
-    };
+    const send = votingPeers(() => group, sent);
     group = new RaftGroup<string>({
       groupId: 'g',
       env: systemEnv,
@@ -379,18 +384,7 @@ describe('a hand-over of leadership', () => {
     const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
     let group: RaftGroup<string> | null = null;
     // Peers that vote for n1 and acknowledge its appends, but never take over (TimeoutNow is lost).
-    const send = (_groupId: string, messages: readonly Message[]): void => {
-      for (const m of messages) {
-        if (m.type === 'preVote' || m.type === 'vote') {
-          const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
-          setImmediate(() => group?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
-        }
-        if (m.type === 'append') {
-          const index = m.prevLogIndex + m.entries.length;
-          setImmediate(() => group?.receive({ type: 'appendResp', from: m.to, to: m.from, term: m.term, reject: false, index, hintIndex: 0, hintTerm: 0 }));
-        }
-      }
-    };
+    const send = votingPeers(() => group);
     group = new RaftGroup<string>({
       groupId: 'g',
       env: systemEnv,
