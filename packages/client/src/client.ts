@@ -560,7 +560,7 @@ export class QuorumqClient {
 
   /** A publisher over one PublishStream, with up to `maxInFlight` publishes outstanding. */
   createPublisher(options: PublisherOptions = {}): Publisher {
-    const publisher = new Publisher(this.transport, options, this.transport.leaderRouting ? () => this.refreshTopology() : undefined);
+    const publisher = new Publisher(this.transport, options);
     this.publishers.add(publisher);
     return publisher;
   }

@@ -107,17 +107,7 @@ export class Publisher {
   private preferred: string | undefined;
   private closed = false;
 
-  /** Set while the first stream waits for the cluster's topology (see openAtLeader). */
-  private locating = false;
-  /** Whether the topology was asked for already (once per publisher). */
-  private located = false;
-
-  constructor(
-    private readonly transport: Transport,
-    options: PublisherOptions = {},
-    /** Refreshes the client's routing cache (never throws); none: streams open at the current node. */
-    private readonly refreshTopology?: () => Promise<void>,
-  ) {
+  constructor(private readonly transport: Transport, options: PublisherOptions = {}) {
     this.maxInFlight = options.maxInFlight ?? 256;
     if (!Number.isInteger(this.maxInFlight) || this.maxInFlight < 1) throw new TypeError('maxInFlight must be a positive integer');
     this.producerId = options.producerId === '' ? undefined : options.producerId;
@@ -183,7 +173,7 @@ export class Publisher {
       const entry: Pending = { id, request, wire, resolve, reject, sentOn: 0, resent: false, failures: 0, failingSince: undefined };
       this.pending.set(id, entry);
       if (this.call !== undefined) this.write(entry);
-      else if (this.reconnectTimer === undefined && !this.locating) this.openAtLeader();
+      else if (this.reconnectTimer === undefined) this.open();
     });
   }
 
@@ -296,26 +286,6 @@ export class Publisher {
       bytes += size;
     }
     if (start < publishes.length) call.write(start === 0 ? publishes : publishes.slice(start));
-  }
-
-  /**
-   * The first stream: at the leader of the queue the first publish goes to, asking the
-   * cluster once where it is when the client does not know yet. A stream opened at another
-   * node works too, but each publish then takes a forwarding hop in the broker (two more
-   * loopback crossings and a Peer.ProposeBatch call per batch).
-   */
-  private openAtLeader(): void {
-    const queue = this.queueOfFirstPending();
-    if (this.refreshTopology === undefined || this.located || queue === undefined || this.transport.leaderOf(queue) !== undefined) {
-      this.open();
-      return;
-    }
-    this.located = true;
-    this.locating = true;
-    void this.refreshTopology().finally(() => {
-      this.locating = false;
-      if (!this.closed && this.call === undefined && this.reconnectTimer === undefined && this.pending.size > 0) this.open();
-    });
   }
 
   private open(): void {
@@ -440,15 +410,9 @@ export class Publisher {
    * stream at that queue's leader when known (no forwarding hop in the broker).
    */
   private leaderOfFirstPending(): string | undefined {
-    const queue = this.queueOfFirstPending();
-    return queue === undefined ? undefined : this.transport.leaderOf(queue);
-  }
-
-  /** The queue the first pending publish goes to, when it goes to the default exchange. */
-  private queueOfFirstPending(): string | undefined {
     for (const entry of this.pending.values()) {
       if ((entry.request.exchange ?? '') !== '') return undefined;
-      return entry.request.message?.routingKey ?? '';
+      return this.transport.leaderOf(entry.request.message?.routingKey ?? '');
     }
     return undefined;
   }

@@ -118,18 +118,3 @@ describe('64-bit header values (issue 12 item 8)', () => {
     }
   });
 });
-
-describe("a publisher's stream (issue 16)", () => {
-  it("opens at the queue's leader even when the client does not know it yet: no forwarding hop", async () => {
-    await client.declareQueue('routed');
-    const leader = await cluster.leaderOf('routed', client);
-    const leaderAddress = cluster.nodes.find((n) => n.id === leader)!.address;
-    // A fresh client whose first node is not the leader, and that has asked nothing yet.
-    const others = cluster.addresses.filter((a) => a !== leaderAddress);
-    const fresh = cluster.client({ nodes: [...others, leaderAddress] });
-    const publisher = fresh.createPublisher({ maxInFlight: 4 });
-    expect((await publisher.publish('routed', 'one')).outcome).toBe('confirmed');
-    expect(publisher.node).toBe(leaderAddress);
-    await publisher.close();
-  });
-});
