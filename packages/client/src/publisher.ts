@@ -106,6 +106,18 @@ export class Publisher {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private preferred: string | undefined;
   private closed = false;
+  /** Pending publishes written on the current stream (the generation's). */
+  private onStream = 0;
+  /**
+   * The queue every publish written on the current stream went to (by the default exchange);
+   * null when they went to several, or through another exchange; undefined before the first.
+   */
+  private streamQueue: string | null | undefined;
+  /**
+   * The leader of `streamQueue`, when the stream's node forwards to it (PublishResponse.leader):
+   * new publishes are held until those on the stream are settled, then the stream moves there.
+   */
+  private moveTo: string | undefined;
 
   constructor(private readonly transport: Transport, options: PublisherOptions = {}) {
     this.maxInFlight = options.maxInFlight ?? 256;
@@ -239,6 +251,8 @@ export class Publisher {
 
   private settle(entry: Pending, outcome: { result?: PublishResult; error?: QuorumqError }): void {
     if (!this.pending.delete(entry.id)) return;
+    if (entry.sentOn === this.generation && this.call !== undefined) this.onStream -= 1;
+    if (this.moveTo !== undefined && this.onStream === 0) this.move();
     if (this.producerId === undefined) this.release();
     else this.releaseSpan();
     if (outcome.error !== undefined) entry.reject(outcome.error);
@@ -260,9 +274,16 @@ export class Publisher {
 
   /** Queues a publish for the stream; everything queued in one event-loop turn leaves as one batch. */
   private write(entry: Pending): void {
-    if (this.call === undefined) return;
-    if (entry.sentOn !== 0 && entry.sentOn !== this.generation) entry.resent = true;
-    entry.sentOn = this.generation;
+    // Held while the stream moves (written on the next one, in order).
+    if (this.call === undefined || this.moveTo !== undefined) return;
+    if (entry.sentOn !== this.generation) {
+      if (entry.sentOn !== 0) entry.resent = true;
+      entry.sentOn = this.generation;
+      this.onStream += 1;
+    }
+    const queue = entry.wire.exchange === '' ? (entry.request.message?.routingKey ?? '') : null;
+    if (this.streamQueue === undefined) this.streamQueue = queue;
+    else if (this.streamQueue !== queue) this.streamQueue = null;
     if (this.outbox.length === 0) setImmediate(() => this.flushOutbox());
     this.outbox.push(entry.wire);
   }
@@ -307,6 +328,9 @@ export class Publisher {
     this.generation += 1;
     const generation = this.generation;
     this.outbox = [];
+    this.onStream = 0;
+    this.streamQueue = undefined;
+    this.moveTo = undefined;
     this.call = call;
     this.address = address;
     call.on('data', (batch: quorumq.v1.PublishOutcomes) => {
@@ -339,7 +363,39 @@ export class Publisher {
     entry.failingSince = undefined;
     // A re-sent message the broker had already committed: it is confirmed.
     if (result.outcome === 'duplicate' && entry.resent) result = { ...result, outcome: 'confirmed' };
+    const leader = response.leader ?? '';
+    if (leader !== '') this.followLeader(result.queues, leader, address);
     this.settle(entry, { result });
+  }
+
+  /**
+   * The stream's node forwarded a publish to `queues`' leader (a hop through the broker per
+   * batch). When every publish on the stream goes to that one queue, the stream moves to the
+   * leader: new publishes wait until those written are settled (so order holds and nothing is
+   * sent twice), then go out on a stream opened there.
+   */
+  private followLeader(queues: readonly string[], leader: string, address: string): void {
+    if (queues.length !== 1 || !this.transport.leaderRouting) return;
+    const queue = queues[0]!;
+    this.transport.learnLeader(queue, leader);
+    const target = this.transport.resolveNode(leader);
+    if (target === undefined || target === address || this.moveTo !== undefined || this.closed) return;
+    if (this.streamQueue !== queue || this.call === undefined || address !== this.address) return;
+    this.moveTo = target;
+  }
+
+  /** Ends the stream whose publishes are all settled, and opens one at `moveTo`. */
+  private move(): void {
+    const target = this.moveTo;
+    const call = this.call;
+    this.moveTo = undefined;
+    if (target === undefined || call === undefined || this.closed) return;
+    this.call = undefined;
+    this.generation += 1;
+    call.end();
+    setTimeout(() => call.cancel(), 1_000).unref();
+    this.preferred = target;
+    if (this.pending.size > 0 && this.reconnectTimer === undefined) this.open();
   }
 
   /**
@@ -360,6 +416,7 @@ export class Publisher {
     const wait = this.transport.backoff(entry.failures - 1);
     if (now + wait - entry.failingSince >= this.transport.failoverTimeoutMs) return false;
     if (this.reconnectTimer !== undefined || this.call === undefined) return true; // restarting already
+    this.moveTo = undefined;
     // Outcomes still coming on this stream are dropped: their messages are re-sent, and a
     // DUPLICATE for one counts as confirmed.
     const call = this.call;
@@ -375,6 +432,7 @@ export class Publisher {
   private onBroken(status: StatusObject, address: string): void {
     this.call = undefined;
     this.generation += 1;
+    this.moveTo = undefined;
     if (this.closed) return;
     const error = status.code === 0
       ? brokenStreamError(`the publish stream to ${address} ended`, address)

@@ -587,7 +587,18 @@ export class BrokerApi {
     const outcome = duplicates === replies.length ? pb.PublishOutcome.PUBLISH_OUTCOME_DUPLICATE : pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED;
     (duplicates === replies.length ? this.node.metrics.publishesDuplicate : this.node.metrics.publishesConfirmed).inc();
     this.node.metrics.confirmSeconds.observe((performance.now() - started) / 1000);
-    return { publishId, outcome, queues: committed };
+    const leader = targets.length === 1 ? this.leaderHint(targets[0]!) : null;
+    return leader === null ? { publishId, outcome, queues: committed } : { publishId, outcome, queues: committed, leader };
+  }
+
+  /**
+   * The client address of the queue's leader when another node leads it (this node forwarded
+   * the publish); null when this node leads it or does not know who does. Publishers move their
+   * streams to it (PublishResponse.leader).
+   */
+  private leaderHint(queue: string): string | null {
+    const leader = this.node.queues.get(queue)?.group.leaderId ?? null;
+    return leader === null || leader === this.node.nodeId ? null : this.node.addressOf(leader);
   }
 
   /** The publish stream, once its caller is authenticated (a refusal ends the stream with its status). */

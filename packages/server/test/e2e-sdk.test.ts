@@ -118,3 +118,52 @@ describe('64-bit header values (issue 12 item 8)', () => {
     }
   });
 });
+
+describe("a publisher's stream (issue 16)", () => {
+  it("moves to the queue's leader when the node it opened at forwards, in order and without loss", async () => {
+    await client.declareQueue('routed');
+    const leader = await cluster.leaderOf('routed', client);
+    const leaderAddress = cluster.nodes.find((n) => n.id === leader)!.address;
+    // A fresh client whose first node is not the leader, and that has asked nothing yet.
+    const others = cluster.addresses.filter((a) => a !== leaderAddress);
+    const fresh = cluster.client({ nodes: [...others, leaderAddress] });
+    const publisher = fresh.createPublisher({ maxInFlight: 16 });
+    expect((await publisher.publish('routed', 'm0')).outcome).toBe('confirmed');
+    // The first publish was forwarded, and its outcome named the leader.
+    expect(fresh.leaderOf('routed')).toBe(leaderAddress);
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => publisher.publish('routed', `m${i + 1}`)));
+    expect(results.every((r) => r.outcome === 'confirmed')).toBe(true);
+    expect(publisher.node).toBe(leaderAddress);
+    await publisher.close();
+    const bodies: string[] = [];
+    for (let i = 0; i < 201; i++) {
+      const got = await client.get('routed', { ack: true });
+      expect(got).not.toBeNull();
+      bodies.push(got!.body.toString());
+    }
+    expect(bodies).toEqual(Array.from({ length: 201 }, (_, i) => `m${i}`));
+    expect(await client.get('routed', { ack: true })).toBeNull();
+    await fresh.close();
+  });
+
+  it('stays where it is when its publishes go to queues with different leaders', async () => {
+    // Two queues led by different nodes.
+    const byLeader = new Map<string, string>();
+    for (let i = 0; byLeader.size < 2 && i < 12; i++) {
+      await client.declareQueue(`spread-${i}`);
+      byLeader.set(await cluster.leaderOf(`spread-${i}`, client), `spread-${i}`);
+    }
+    expect(byLeader.size).toBe(2);
+    const [queueA, queueB] = [...byLeader.values()] as [string, string];
+    const fresh = cluster.client({ nodes: cluster.addresses });
+    const first = fresh.createPublisher({ maxInFlight: 8 });
+    const opened: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      await Promise.all([first.publish(queueA, `a${i}`), first.publish(queueB, `b${i}`)]);
+      opened.push(first.node);
+    }
+    expect(new Set(opened).size).toBe(1);
+    await first.close();
+    await fresh.close();
+  });
+});
