@@ -33,7 +33,7 @@ export class ReplicaBodies {
   /** Held messages (handle HELD in `live`): their bytes, views of log entries, in id order. */
   private held = new Map<number, Uint8Array>();
   /** Sum of the held messages' byte lengths. */
-  private heldBytes = 0;
+  private heldSum = 0;
   /** Left after the latest snapshot listed them: readable until the next snapshot is saved. */
   private pinned = new Map<number, BodyHandle>();
   /**
@@ -55,6 +55,11 @@ export class ReplicaBodies {
     return this.live.size;
   }
 
+  /** Bytes held as views of log entries (not yet in the store). */
+  get heldBytes(): number {
+    return this.heldSum;
+  }
+
   keys(): IterableIterator<number> {
     return this.live.keys();
   }
@@ -72,30 +77,33 @@ export class ReplicaBodies {
   }
 
   /**
-   * Keeps `bytes` (not copied: a view of the log entry that carried the message) under `id`
-   * until the replica holds HOLD_BYTES_MAX, then puts what it holds into the store. Returns
-   * how many messages the store refused then (see `storeHeld`).
+   * Keeps `bytes` (not copied: a view of the log entry that carried the message) under `id`.
+   * Beyond HOLD_BYTES_MAX held, the oldest held messages go into the store, as many as keep
+   * the replica under it: a sliding window, so that each turn stores about what it added.
+   * (Storing all 4 MiB at once when the limit was reached blocked the event loop for 50-100
+   * ms every few thousand messages, each time delaying every confirm in flight.) Returns how
+   * many messages the store refused (see `storeHeld`).
    */
   hold(id: number, bytes: Uint8Array): number {
     const previous = this.live.set(id, HELD);
     if (previous !== undefined) this.drop(id, previous);
     this.held.set(id, bytes);
-    this.heldBytes += bytes.byteLength;
+    this.heldSum += bytes.byteLength;
     this.bytes += bytes.byteLength;
-    return this.heldBytes >= HOLD_BYTES_MAX ? this.storeHeld() : 0;
+    return this.heldSum > HOLD_BYTES_MAX ? this.storeHeld(HOLD_BYTES_MAX) : 0;
   }
 
   /**
-   * Puts every held message into the store, in id order. A message the store refuses (over
-   * its size limit, or the store is closing) loses its bytes; returns how many did.
+   * Puts the held messages into the store, oldest first, until at most `keepBytes` are held
+   * (default none). A message the store refuses (over its size limit, or the store is
+   * closing) loses its bytes; returns how many did.
    */
-  storeHeld(): number {
-    if (this.held.size === 0) return 0;
-    const held = this.held;
-    this.held = new Map();
-    this.heldBytes = 0;
+  storeHeld(keepBytes = 0): number {
     let lost = 0;
-    for (const [id, bytes] of held) {
+    for (const [id, bytes] of this.held) {
+      if (this.heldSum <= keepBytes) break;
+      this.held.delete(id);
+      this.heldSum -= bytes.byteLength;
       try {
         this.live.set(id, this.store.put(bytes));
       } catch {
@@ -104,6 +112,7 @@ export class ReplicaBodies {
         lost++;
       }
     }
+    if (this.held.size === 0) this.held = new Map();
     return lost;
   }
 
@@ -152,7 +161,7 @@ export class ReplicaBodies {
       // Applied after the latest snapshot: no snapshot lists it.
       const bytes = this.held.get(id)!;
       this.held.delete(id);
-      this.heldBytes -= bytes.byteLength;
+      this.heldSum -= bytes.byteLength;
       this.bytes -= bytes.byteLength;
       return;
     }
@@ -231,7 +240,7 @@ export class ReplicaBodies {
       if (handle !== HELD) this.store.release(handle);
     });
     this.held = new Map();
-    this.heldBytes = 0;
+    this.heldSum = 0;
     for (const handle of this.pinned.values()) this.store.release(handle);
     for (const handle of this.releasing.values()) this.store.release(handle);
     this.live.clear();

@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { AdoptedBodies } from '../src/adopted-bodies.js';
 import { decodeQueueSnapshot, encodeQueueBatch, encodeQueueEntry, type EntryCommand } from '../src/log-format.js';
 import { Status } from '../src/errors.js';
-import { ENTRY_SPAN, QueueReplica, type QueueReplicaOptions } from '../src/queue-replica.js';
+import { ENTRY_SPAN, QueueReplica, SNAPSHOT_HELD_SLICE_BYTES, type QueueReplicaOptions } from '../src/queue-replica.js';
 import { serveSnapshotBodies, type FetchBodies, type SnapshotSource } from '../src/snapshot-bodies.js';
 import { portableOf, TestStores } from './test-message-store.js';
 
@@ -346,6 +346,30 @@ describe('a queue replica on the message store', () => {
     r.snapshotSaved();
     expect(store.stats().liveRecords).toBe(0);
     expect(r.snapshotDue(1024)).toBe(false);
+  });
+
+  it('a regular snapshot that is due first puts the held messages into the store a slice per check, then begins', async () => {
+    const store = await stores.open();
+    const r = replica(store, { snapshotLogBytesMin: 2 * 1024 * 1024 });
+    // 3,000 x 1 KiB: due (over the interval and snapshotLogBytesMin), all held (under 4 MiB).
+    fill(r, 3000, 1024);
+    expect(store.stats().liveRecords).toBe(0);
+    const held = r.bodies.heldBytes;
+    expect(held).toBeGreaterThan(2 * SNAPSHOT_HELD_SLICE_BYTES);
+    const checks: number[] = [];
+    while (!r.snapshotDue(1024)) {
+      checks.push(store.stats().liveRecords);
+      expect(checks.length).toBeLessThan(20);
+    }
+    // Each check put about a slice (512 x 1 KiB messages, a little less with their headers).
+    expect(checks.length).toBe(Math.ceil((held - SNAPSHOT_HELD_SLICE_BYTES) / SNAPSHOT_HELD_SLICE_BYTES));
+    for (let i = 1; i < checks.length; i++) expect(checks[i]! - checks[i - 1]!).toBeGreaterThan(400);
+    expect(r.bodies.heldBytes).toBeLessThanOrEqual(SNAPSHOT_HELD_SLICE_BYTES);
+    expect(r.bodies.heldBytes).toBeGreaterThan(0);
+    const taken = decodeQueueSnapshot(r.snapshot());
+    expect(taken.refs?.messageIds.length).toBe(3000);
+    expect(store.stats().liveRecords).toBe(3000);
+    expect(r.bodies.heldBytes).toBe(0);
   });
 
   it('an idle replica with a long log since its snapshot asks for one; a busy one, or one whose log must stay, does not', async () => {

@@ -252,26 +252,40 @@ describe('ReplicaBodies', () => {
       expect(live(store)).toBe(0);
     });
 
-    it(`puts what it holds into the store, in id order, once it holds ${HOLD_BYTES_MAX / 1024 / 1024} MiB`, async () => {
+    it(`holds at most ${HOLD_BYTES_MAX / 1024 / 1024} MiB: beyond, the oldest held go into the store, a few at a time`, async () => {
       const store = await stores.open();
       const bodies = new ReplicaBodies(store);
       const size = 64 * 1024;
       const count = HOLD_BYTES_MAX / size;
-      for (let id = 1; id < count; id++) bodies.hold(id, bytesOf(id, size));
+      const entries = new Map<number, Buffer>();
+      for (let id = 1; id <= count; id++) bodies.hold(id, entries.set(id, bytesOf(id, size)).get(id)!);
       expect(live(store)).toBe(0);
-      bodies.hold(count, bytesOf(count, size));
-      expect(live(store)).toBe(count);
-      for (let id = 1; id <= count; id++) expect(read(bodies, id)?.equals(bytesOf(id, size))).toBe(true);
+      // One more: only the oldest goes into the store (not the whole 4 MiB at once).
+      bodies.hold(count + 1, bytesOf(count + 1, size));
+      expect(live(store)).toBe(1);
+      // Stored, it is read back from the store (a copy); the second is still a view of its entry.
+      entries.get(1)!.fill(0);
+      entries.get(2)!.fill(0);
+      expect(read(bodies, 1)).toEqual(bytesOf(1, size));
+      expect(read(bodies, 2)).toEqual(Buffer.alloc(size));
+      entries.get(2)!.set(bytesOf(2, size));
+      // A larger one pushes out as many of the oldest as it needs room for.
+      bodies.hold(count + 2, bytesOf(count + 2, 3 * size));
+      expect(live(store)).toBe(4);
+      for (let id = 1; id <= count + 2; id++) expect(read(bodies, id)?.equals(bytesOf(id, id === count + 2 ? 3 * size : size))).toBe(true);
+      // The snapshot puts the rest, in id order.
+      const held = count + 2;
       // Record ids follow message ids.
       const { messageIds, recordIds } = bodies.snapshotTaken(() => true);
-      expect(messageIds).toHaveLength(count);
+      expect(messageIds).toHaveLength(held);
+      expect(live(store)).toBe(held);
       expect([...recordIds].sort((a, b) => a - b)).toEqual(recordIds);
       // Held again after the snapshot; a held message replaced under its id drops the old bytes.
-      bodies.hold(count + 1, bytesOf(7, 10));
-      bodies.hold(count + 1, bytesOf(8, 20));
-      expect(read(bodies, count + 1)).toEqual(bytesOf(8, 20));
-      expect(bodies.bytes).toBe(count * size + 20);
-      expect(live(store)).toBe(count);
+      bodies.hold(held + 1, bytesOf(7, 10));
+      bodies.hold(held + 1, bytesOf(8, 20));
+      expect(read(bodies, held + 1)).toEqual(bytesOf(8, 20));
+      expect(bodies.bytes).toBe((count + 4) * size + 20);
+      expect(live(store)).toBe(held);
     });
 
     it('clear() drops held messages without touching the store', async () => {
