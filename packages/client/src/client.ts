@@ -544,8 +544,6 @@ export class QuorumqClient {
           let result: PublishResult;
           try {
             result = toPublishResult(response, address);
-            // The node forwarded it: the next publish to that queue goes to its leader.
-            if (response.leader && result.queues.length === 1) this.transport.learnLeader(result.queues[0]!, response.leader);
           } catch (error) {
             // An outcome FAILED is the broker's answer, not a failed call: not retried here.
             throw new NoFailover(toQuorumqError(error, address));
