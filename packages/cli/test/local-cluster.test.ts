@@ -3,7 +3,7 @@
  * cannot start fails at once, saying why, and leaves no node running (before, the start
  * waited 60 s, and the nodes that had started outlived the test run).
  */
-import { LocalCluster } from '@quorumq/cli';
+import { freePort, LocalCluster } from '@quorumq/cli';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, expect, it } from 'vitest';
 
@@ -31,3 +31,9 @@ it('a node that cannot bind its port fails the start within seconds and the othe
   expect(Date.now() - started).toBeLessThan(30_000);
   expect(cluster.nodes.map((n) => cluster!.isRunning(n.id))).toEqual([false, false, false]);
 }, 60_000);
+
+it('freePort never hands out the same port twice (a node once got one port for client and peer)', async () => {
+  const ports = new Set<number>();
+  for (let i = 0; i < 2_000; i++) ports.add(await freePort());
+  expect(ports.size).toBe(2_000);
+});
