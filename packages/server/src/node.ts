@@ -441,6 +441,7 @@ export class BrokerNode {
 
   /** A batch or a beat arrived from `peer` (see PeerLiveness). */
   heardFrom(peer: NodeId): void {
+    this.link.heardFrom?.(peer);
     if (!this.liveness.heard(peer, this.env.now())) return;
     // Back after a gap: a quiet group this node leads may have left it behind.
     this.metaGroup.peerBack(peer);

@@ -22,6 +22,8 @@ export interface PeerLink {
    * nothing was sent, DEADLINE_EXCEEDED when no answer came within `timeoutMs`.
    */
   fetchBodies(peer: NodeId, groupId: string, snapshotIndex: number, ids: readonly number[], timeoutMs: number): Promise<ReadonlyArray<Uint8Array | null>>;
+  /** A batch (or a beat) arrived from `peer` (a link that picks which peers to send to first uses it). */
+  heardFrom?(peer: NodeId): void;
   /** Whether a connection to `peer` is up now. */
   isConnected(peer: NodeId): boolean;
   /** Called on every tick: reconnects and pings idle peers. */

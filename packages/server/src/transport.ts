@@ -27,6 +27,7 @@ import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthen
 import { PeerCredentials } from './tls-credentials.js';
 import { INCARNATION_CHANGED, INCARNATION_METADATA, LOST_DATA, YOUR_INCARNATION_METADATA, type NodeIncarnations } from './node-incarnation.js';
 import { encodeRaftBatch, messageFromWire, raftBatchChunks, type GroupMessage } from './raft-codec.js';
+import { DEFERRED_APPEND_MS, EAGER_HEARD_WITHIN_MS, deferrableAppends } from './append-fanout.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 
 import pb = quorumq.v1;
@@ -75,6 +76,10 @@ interface PeerLink {
   peerClient: Client;
   stream: ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null;
   queued: GroupMessage[];
+  /** Appends a commit does not wait for, held until the deferred flush (append-fanout.ts). */
+  deferred: GroupMessage[];
+  /** When a batch from the peer last arrived (Date.now()). */
+  heardAt: number;
   reconnectAt: number;
   connected: boolean;
   forwards: Forward[];
@@ -88,6 +93,7 @@ interface PeerLink {
 export class PeerTransport {
   private readonly links = new Map<NodeId, PeerLink>();
   private flushScheduled = false;
+  private deferredTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   /** The id and secret sent with every call (see peer-auth.ts). */
@@ -136,6 +142,8 @@ export class PeerTransport {
       peerClient: this.peerClientOf(id, address),
       stream: null,
       queued: [],
+      deferred: [],
+      heardAt: 0,
       reconnectAt: 0,
       connected: false,
       forwards: [],
@@ -167,6 +175,7 @@ export class PeerTransport {
     link.stream?.end();
     link.stream = null;
     link.connected = false;
+    link.deferred = [];
     for (const forward of link.forwards) forward.reject(new Error(`peer ${link.id} left the cluster`));
     link.forwards = [];
     link.raftClient.close();
@@ -193,6 +202,17 @@ export class PeerTransport {
   }
 
   private readonly flushQueued = (): void => this.flush();
+
+  /** A batch (or a beat) arrived from `peer`: it is healthy (see append-fanout.ts). */
+  heardFrom(peer: NodeId): void {
+    const link = this.links.get(peer);
+    if (link !== undefined) link.heardAt = Date.now();
+  }
+
+  private readonly isHealthy = (peer: NodeId): boolean => {
+    const link = this.links.get(peer);
+    return link !== undefined && link.connected && Date.now() - link.heardAt <= EAGER_HEARD_WITHIN_MS;
+  };
 
   /**
    * Reopens the broken streams whose back-off is over, even with nothing to send: a node
@@ -283,23 +303,49 @@ export class PeerTransport {
 
   close(): void {
     this.closed = true;
+    if (this.deferredTimer !== null) clearTimeout(this.deferredTimer);
+    this.deferredTimer = null;
     for (const link of this.links.values()) this.closeLink(link);
   }
 
+  /**
+   * Sends what the turn queued. Appends to followers a commit does not need wait for the
+   * deferred flush (append-fanout.ts), unless something else leaves for that peer now: then
+   * they go with it, after whatever was deferred before (a peer's messages stay in order).
+   */
   private flush(): void {
     this.flushScheduled = false;
     if (this.closed) return;
+    let queued: Map<NodeId, GroupMessage[]> | null = null;
+    for (const link of this.links.values()) if (link.queued.length > 0) (queued ??= new Map()).set(link.id, link.queued);
+    if (queued === null) return;
+    const deferrable = queued.size > 1 ? deferrableAppends(queued, this.isHealthy) : null;
     for (const link of this.links.values()) {
-      if (link.queued.length === 0) continue;
       const messages = link.queued;
+      if (messages.length === 0) continue;
       link.queued = [];
-      const stream = this.streamOf(link);
-      // No stream (waiting to reconnect after a break): dropped, as a lossy network would; Raft re-sends.
-      if (stream === null) continue;
-      // Batches under gRPC's message limit (raft-codec.ts, RAFT_BATCH_BYTES_MAX).
-      for (const chunk of raftBatchChunks(messages)) stream.write(chunk);
-      this.onBatch(messages.length);
+      if (deferrable !== null && deferrable.size > 0 && messages.every((m) => m.message.type === 'append' && deferrable.get(m.groupId)?.has(link.id) === true)) {
+        for (const message of messages) link.deferred.push(message);
+        this.deferredTimer ??= setTimeout(this.flushDeferred, DEFERRED_APPEND_MS);
+        continue;
+      }
+      this.sendTo(link, link.deferred.length === 0 ? messages : [...link.deferred.splice(0), ...messages]);
     }
+  }
+
+  private readonly flushDeferred = (): void => {
+    this.deferredTimer = null;
+    if (this.closed) return;
+    for (const link of this.links.values()) if (link.deferred.length > 0) this.sendTo(link, link.deferred.splice(0));
+  };
+
+  private sendTo(link: PeerLink, messages: GroupMessage[]): void {
+    const stream = this.streamOf(link);
+    // No stream (waiting to reconnect after a break): dropped, as a lossy network would; Raft re-sends.
+    if (stream === null) return;
+    // Batches under gRPC's message limit (raft-codec.ts, RAFT_BATCH_BYTES_MAX).
+    for (const chunk of raftBatchChunks(messages)) stream.write(chunk);
+    this.onBatch(messages.length);
   }
 
   private raftClientOf(id: NodeId, address: string): Client {

@@ -167,6 +167,74 @@ describe('peer streams', () => {
 const certificate = (cn: string | null, dnsNames: string[] = []): PeerCertificate =>
   ({ raw: Buffer.from('der'), subject: cn === null ? {} : { CN: cn }, subjectaltname: dnsNames.map((n) => `DNS:${n}`).concat('IP Address:127.0.0.1').join(', ') }) as unknown as PeerCertificate;
 
+describe('appends a commit does not wait for (append-fanout.ts)', () => {
+  const append = (to: string): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [], commit: 1 });
+
+  /** Two followers' endpoints recording when each message arrived; the transport of leader n2. */
+  async function leaderWithTwoFollowers() {
+    const arrivals = new Map<string, Array<{ message: GroupMessage; at: number }>>([
+      ['n1', []],
+      ['n3', []],
+    ]);
+    const received = (id: string): GroupMessage[] => {
+      const list: GroupMessage[] = [];
+      list.push = (...items: GroupMessage[]): number => {
+        for (const message of items) arrivals.get(id)!.push({ message, at: performance.now() });
+        return Array.prototype.push.apply(list, items);
+      };
+      return list;
+    };
+    const peers = new Map([
+      ['n1', await endpoint('n1', received('n1'), [])],
+      ['n3', await endpoint('n3', received('n3'), [])],
+    ]);
+    const transport = new PeerTransport('n2', peers, SECRET, capturingLogger([]));
+    closers.push(() => transport.close());
+    // Open both streams (a heartbeat each) and hear from both: both are healthy.
+    transport.send('q/1', [heartbeat('n1'), heartbeat('n3')]);
+    await until(() => arrivals.get('n1')!.length === 1 && arrivals.get('n3')!.length === 1 && transport.isConnected('n1') && transport.isConnected('n3'));
+    return { transport, arrivals };
+  }
+
+  it('go to one of two followers at once and to the other a moment later; a follower not heard from is the one that waits', async () => {
+    const { transport, arrivals } = await leaderWithTwoFollowers();
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    let sentAt = performance.now();
+    transport.send('q/1', [append('n1'), append('n3')]);
+    await until(() => arrivals.get('n1')!.length === 2 && arrivals.get('n3')!.length === 2);
+    expect(arrivals.get('n1')![1]!.message).toEqual({ groupId: 'q/1', message: append('n1') });
+    expect(arrivals.get('n3')![1]!.message).toEqual({ groupId: 'q/1', message: append('n3') });
+    // n3 (the later id) waited for the deferred flush: at least a timer's millisecond.
+    expect(arrivals.get('n3')![1]!.at - sentAt).toBeGreaterThanOrEqual(1);
+
+    // Only n3 is heard from lately: n1 waits.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    transport.heardFrom('n3');
+    sentAt = performance.now();
+    transport.send('q/1', [append('n1'), append('n3')]);
+    await until(() => arrivals.get('n1')!.length === 3 && arrivals.get('n3')!.length === 3);
+    expect(arrivals.get('n1')![2]!.at - sentAt).toBeGreaterThanOrEqual(1);
+    expect(arrivals.get('n1')![2]!.at).toBeGreaterThan(arrivals.get('n3')![2]!.at);
+  });
+
+  it('a deferred append leaves with the next message to its follower, before it (a peer\'s messages stay in order)', async () => {
+    const { transport, arrivals } = await leaderWithTwoFollowers();
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    transport.send('q/1', [append('n1'), append('n3')]);
+    // The turn's flush (a microtask) holds n3's append; a message for n3 in a later flush takes it along.
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    transport.send('meta', [heartbeat('n3')]);
+    await until(() => arrivals.get('n3')!.length === 3);
+    expect(arrivals.get('n3')!.slice(1).map((a) => a.message)).toEqual([
+      { groupId: 'q/1', message: append('n3') },
+      { groupId: 'meta', message: heartbeat('n3') },
+    ]);
+  });
+});
+
 describe('peer authentication', () => {
   const metadata = (entries: Record<string, string | string[]>, cert?: PeerCertificate): PeerCall => {
     const m = new Metadata();
