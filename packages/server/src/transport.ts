@@ -27,7 +27,8 @@ import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthen
 import { PeerCredentials } from './tls-credentials.js';
 import { INCARNATION_CHANGED, INCARNATION_METADATA, LOST_DATA, YOUR_INCARNATION_METADATA, type NodeIncarnations } from './node-incarnation.js';
 import { encodeRaftBatch, messageFromWire, raftBatchChunks, type GroupMessage } from './raft-codec.js';
-import { DEFERRED_APPEND_MS, EAGER_HEARD_WITHIN_MS, deferrableAppends } from './append-fanout.js';
+import { DEFERRED_APPEND_MS, EAGER_HEARD_WITHIN_MS, HEDGE_AFTER_MS, coalesceAppends, deferrableAppends, holdFills } from './append-fanout.js';
+import type { HeldLoad } from './append-fanout.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 
 import pb = quorumq.v1;
@@ -78,8 +79,12 @@ interface PeerLink {
   queued: GroupMessage[];
   /** Appends a commit does not wait for, held until the deferred flush (append-fanout.ts). */
   deferred: GroupMessage[];
+  /** What `deferred` carries. */
+  held: HeldLoad;
   /** When a batch from the peer last arrived (Date.now()). */
   heardAt: number;
+  /** When appends went to the peer at once and nothing has come back since (performance.now()), or null. */
+  awaitingSince: number | null;
   reconnectAt: number;
   connected: boolean;
   forwards: Forward[];
@@ -94,6 +99,7 @@ export class PeerTransport {
   private readonly links = new Map<NodeId, PeerLink>();
   private flushScheduled = false;
   private deferredTimer: NodeJS.Timeout | null = null;
+  private hedgeTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   /** The id and secret sent with every call (see peer-auth.ts). */
@@ -103,6 +109,7 @@ export class PeerTransport {
   private readonly credentials: PeerCredentials;
   private readonly incarnations: NodeIncarnations | null;
   private readonly onLostOwnData: (peer: NodeId) => void;
+  private readonly deferredAppendMs: number;
 
   constructor(
     readonly selfId: NodeId,
@@ -121,8 +128,11 @@ export class PeerTransport {
       readonly incarnations?: NodeIncarnations;
       /** A peer knew another incarnation of this node: its data directory was lost (it must stop). */
       readonly onLostOwnData?: (peer: NodeId) => void;
+      /** The longest appends a commit does not need are held (append-fanout.ts; DEFERRED_APPEND_MS). */
+      readonly deferredAppendMs?: number;
     } = {},
   ) {
+    this.deferredAppendMs = channels.deferredAppendMs ?? DEFERRED_APPEND_MS;
     this.incarnations = channels.incarnations ?? null;
     this.onLostOwnData = channels.onLostOwnData ?? (() => {});
     this.credentials = channels.credentials ?? new PeerCredentials({ peerTls: null, tlsRefreshMs: 60_000 }, logger);
@@ -143,7 +153,9 @@ export class PeerTransport {
       stream: null,
       queued: [],
       deferred: [],
+      held: { entries: 0, bytes: 0 },
       heardAt: 0,
+      awaitingSince: null,
       reconnectAt: 0,
       connected: false,
       forwards: [],
@@ -175,7 +187,8 @@ export class PeerTransport {
     link.stream?.end();
     link.stream = null;
     link.connected = false;
-    link.deferred = [];
+    link.awaitingSince = null;
+    this.takeDeferred(link);
     for (const forward of link.forwards) forward.reject(new Error(`peer ${link.id} left the cluster`));
     link.forwards = [];
     link.raftClient.close();
@@ -203,10 +216,17 @@ export class PeerTransport {
 
   private readonly flushQueued = (): void => this.flush();
 
-  /** A batch (or a beat) arrived from `peer`: it is healthy (see append-fanout.ts). */
+  /** A batch (or a beat) arrived from `peer`: it is healthy, and answered (see append-fanout.ts). */
   heardFrom(peer: NodeId): void {
     const link = this.links.get(peer);
-    if (link !== undefined) link.heardAt = Date.now();
+    if (link === undefined) return;
+    link.heardAt = Date.now();
+    link.awaitingSince = null;
+    // Every follower sent appends at once answered: no wake-up to check on them.
+    if (this.hedgeTimer !== null && !this.awaitingAny()) {
+      clearTimeout(this.hedgeTimer);
+      this.hedgeTimer = null;
+    }
   }
 
   private readonly isHealthy = (peer: NodeId): boolean => {
@@ -305,13 +325,17 @@ export class PeerTransport {
     this.closed = true;
     if (this.deferredTimer !== null) clearTimeout(this.deferredTimer);
     this.deferredTimer = null;
+    if (this.hedgeTimer !== null) clearTimeout(this.hedgeTimer);
+    this.hedgeTimer = null;
     for (const link of this.links.values()) this.closeLink(link);
   }
 
   /**
-   * Sends what the turn queued. Appends to followers a commit does not need wait for the
-   * deferred flush (append-fanout.ts), unless something else leaves for that peer now: then
-   * they go with it, after whatever was deferred before (a peer's messages stay in order).
+   * Sends what the turn queued. Appends to followers a commit does not need are held
+   * (append-fanout.ts) until the deferred flush, or until they carry enough to leave, or
+   * until a follower sent appends at once has not answered for HEDGE_AFTER_MS, or until
+   * something else leaves for that peer: then they go with it, before it (a peer's
+   * messages stay in order).
    */
   private flush(): void {
     this.flushScheduled = false;
@@ -326,26 +350,63 @@ export class PeerTransport {
       link.queued = [];
       if (deferrable !== null && deferrable.size > 0 && messages.every((m) => m.message.type === 'append' && deferrable.get(m.groupId)?.has(link.id) === true)) {
         for (const message of messages) link.deferred.push(message);
-        this.deferredTimer ??= setTimeout(this.flushDeferred, DEFERRED_APPEND_MS);
+        if (holdFills(link.held, messages)) this.sendTo(link, this.takeDeferred(link));
+        else this.deferredTimer ??= setTimeout(this.flushDeferred, this.deferredAppendMs);
         continue;
       }
-      this.sendTo(link, link.deferred.length === 0 ? messages : [...link.deferred.splice(0), ...messages]);
+      if (link.awaitingSince === null && messages.some((m) => m.message.type === 'append')) link.awaitingSince = performance.now();
+      this.sendTo(link, link.deferred.length === 0 ? messages : [...this.takeDeferred(link), ...messages]);
     }
+    if (this.hedgeTimer === null && this.awaitingAny() && this.holdingAny()) this.hedgeTimer = setTimeout(this.hedge, HEDGE_AFTER_MS);
   }
 
   private readonly flushDeferred = (): void => {
     this.deferredTimer = null;
     if (this.closed) return;
-    for (const link of this.links.values()) if (link.deferred.length > 0) this.sendTo(link, link.deferred.splice(0));
+    for (const link of this.links.values()) if (link.deferred.length > 0) this.sendTo(link, this.takeDeferred(link));
   };
+
+  /**
+   * A follower sent appends at once has not answered for HEDGE_AFTER_MS (a slow disk, a
+   * pause, a crash): the held appends leave now, so the others' answers can make the
+   * majority. Otherwise checks again when the oldest unanswered send is that old.
+   */
+  private readonly hedge = (): void => {
+    this.hedgeTimer = null;
+    if (this.closed || !this.holdingAny()) return;
+    const now = performance.now();
+    let oldest = Infinity;
+    for (const link of this.links.values()) if (link.awaitingSince !== null && link.awaitingSince < oldest) oldest = link.awaitingSince;
+    if (oldest === Infinity) return;
+    if (now - oldest >= HEDGE_AFTER_MS) this.flushDeferred();
+    else this.hedgeTimer = setTimeout(this.hedge, HEDGE_AFTER_MS - (now - oldest));
+  };
+
+  private awaitingAny(): boolean {
+    for (const link of this.links.values()) if (link.awaitingSince !== null) return true;
+    return false;
+  }
+
+  private holdingAny(): boolean {
+    for (const link of this.links.values()) if (link.deferred.length > 0) return true;
+    return false;
+  }
+
+  /** Empties the link's held appends, returning them. */
+  private takeDeferred(link: PeerLink): GroupMessage[] {
+    link.held = { entries: 0, bytes: 0 };
+    return link.deferred.splice(0);
+  }
 
   private sendTo(link: PeerLink, messages: GroupMessage[]): void {
     const stream = this.streamOf(link);
     // No stream (waiting to reconnect after a break): dropped, as a lossy network would; Raft re-sends.
     if (stream === null) return;
-    // Batches under gRPC's message limit (raft-codec.ts, RAFT_BATCH_BYTES_MAX).
-    for (const chunk of raftBatchChunks(messages)) stream.write(chunk);
-    this.onBatch(messages.length);
+    // A group's appends that continue one another go as one (append-fanout.ts), in batches
+    // under gRPC's message limit (raft-codec.ts, RAFT_BATCH_BYTES_MAX).
+    const outgoing = messages.length > 1 ? coalesceAppends(messages) : messages;
+    for (const chunk of raftBatchChunks(outgoing)) stream.write(chunk);
+    this.onBatch(outgoing.length);
   }
 
   private raftClientOf(id: NodeId, address: string): Client {

@@ -1,6 +1,6 @@
 import { Metadata, Server, ServerCredentials } from '@grpc/grpc-js';
 import { RaftTransportService } from '@quorumq/proto';
-import type { Message } from '@quorumq/raft';
+import type { Entry, Message } from '@quorumq/raft';
 import { pino } from 'pino';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -10,6 +10,7 @@ import type { PeerCertificate } from 'node:tls';
 
 import { PeerAuthenticator, type PeerCall } from '../src/peer-auth.js';
 import { PeerTransport, raftStreamHandler, type RaftRefusal } from '../src/transport.js';
+import { DEFERRED_APPEND_ENTRIES_MAX, DEFERRED_APPEND_MS, HEDGE_AFTER_MS } from '../src/append-fanout.js';
 
 const closers: Array<() => void> = [];
 afterEach(() => {
@@ -171,7 +172,7 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
   const append = (to: string): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [], commit: 1 });
 
   /** Two followers' endpoints recording when each message arrived; the transport of leader n2. */
-  async function leaderWithTwoFollowers() {
+  async function leaderWithTwoFollowers(deferredAppendMs?: number) {
     const arrivals = new Map<string, Array<{ message: GroupMessage; at: number }>>([
       ['n1', []],
       ['n3', []],
@@ -188,7 +189,7 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
       ['n1', await endpoint('n1', received('n1'), [])],
       ['n3', await endpoint('n3', received('n3'), [])],
     ]);
-    const transport = new PeerTransport('n2', peers, SECRET, capturingLogger([]));
+    const transport = new PeerTransport('n2', peers, SECRET, capturingLogger([]), undefined, deferredAppendMs === undefined ? {} : { deferredAppendMs });
     closers.push(() => transport.close());
     // Open both streams (a heartbeat each) and hear from both: both are healthy.
     transport.send('q/1', [heartbeat('n1'), heartbeat('n3')]);
@@ -205,8 +206,8 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
     await until(() => arrivals.get('n1')!.length === 2 && arrivals.get('n3')!.length === 2);
     expect(arrivals.get('n1')![1]!.message).toEqual({ groupId: 'q/1', message: append('n1') });
     expect(arrivals.get('n3')![1]!.message).toEqual({ groupId: 'q/1', message: append('n3') });
-    // n3 (the later id) waited for the deferred flush: at least a timer's millisecond.
-    expect(arrivals.get('n3')![1]!.at - sentAt).toBeGreaterThanOrEqual(1);
+    // n3 (the later id) waited: n1 did not answer (this test never hears from it), so for HEDGE_AFTER_MS.
+    expect(arrivals.get('n3')![1]!.at - sentAt).toBeGreaterThanOrEqual(HEDGE_AFTER_MS - 1);
 
     // Only n3 is heard from lately: n1 waits.
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -214,7 +215,7 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
     sentAt = performance.now();
     transport.send('q/1', [append('n1'), append('n3')]);
     await until(() => arrivals.get('n1')!.length === 3 && arrivals.get('n3')!.length === 3);
-    expect(arrivals.get('n1')![2]!.at - sentAt).toBeGreaterThanOrEqual(1);
+    expect(arrivals.get('n1')![2]!.at - sentAt).toBeGreaterThanOrEqual(HEDGE_AFTER_MS - 1);
     expect(arrivals.get('n1')![2]!.at).toBeGreaterThan(arrivals.get('n3')![2]!.at);
   });
 
@@ -232,6 +233,73 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
       { groupId: 'q/1', message: append('n3') },
       { groupId: 'meta', message: heartbeat('n3') },
     ]);
+  });
+
+  it('held appends leave joined into one append once they carry enough entries, without waiting for the hold to end', async () => {
+    // A hold no test waits out: only carrying enough makes the held appends leave.
+    const { transport, arrivals } = await leaderWithTwoFollowers(3_600_000);
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    const entry = (index: number): Entry => ({ index, term: 3, type: 'normal', data: new Uint8Array([index]) });
+    const appendOf = (to: string, index: number): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex: index - 1, prevLogTerm: 3, entries: [entry(index)], commit: index - 1 });
+    // One entry per flush (a microtask each), as with one publish in flight; n1 answers each
+    // (is heard from) in the same turn, so the hedge (HEDGE_AFTER_MS) never lets them go.
+    for (let index = 1; index <= DEFERRED_APPEND_ENTRIES_MAX; index++) {
+      transport.send('q/1', [appendOf('n1', index), appendOf('n3', index)]);
+      await new Promise<void>((resolve) => queueMicrotask(resolve));
+      await new Promise<void>((resolve) => queueMicrotask(resolve));
+      transport.heardFrom('n1');
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    await until(() => arrivals.get('n1')!.length === 1 + DEFERRED_APPEND_ENTRIES_MAX && arrivals.get('n3')!.length === 2);
+    const held = arrivals.get('n3')![1]!.message.message;
+    expect(held.type).toBe('append');
+    if (held.type !== 'append') return;
+    expect({ prevLogIndex: held.prevLogIndex, commit: held.commit, indexes: held.entries.map((e) => e.index) }).toEqual({
+      prevLogIndex: 0,
+      commit: DEFERRED_APPEND_ENTRIES_MAX - 1,
+      indexes: Array.from({ length: DEFERRED_APPEND_ENTRIES_MAX }, (_, i) => i + 1),
+    });
+    // The eager follower got each entry at once, one append each.
+    expect(arrivals.get('n1')!.slice(1).map((a) => (a.message.message.type === 'append' ? a.message.message.entries.length : 0))).toEqual(
+      Array.from({ length: DEFERRED_APPEND_ENTRIES_MAX }, () => 1),
+    );
+  });
+
+  it('held appends leave DEFERRED_APPEND_MS after the first was held when nothing else lets them go', async () => {
+    const { transport, arrivals } = await leaderWithTwoFollowers();
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    const sentAt = performance.now();
+    transport.send('q/1', [append('n1'), append('n3')]);
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    transport.heardFrom('n1');
+    await until(() => arrivals.get('n3')!.length === 2);
+    expect(arrivals.get('n3')![1]!.at - sentAt).toBeGreaterThanOrEqual(DEFERRED_APPEND_MS - 1);
+    expect(arrivals.get('n3')![1]!.message).toEqual({ groupId: 'q/1', message: append('n3') });
+  });
+
+  it('held appends leave HEDGE_AFTER_MS after an append sent at once went unanswered, and stay held while it is answered', async () => {
+    const { transport, arrivals } = await leaderWithTwoFollowers(3_600_000);
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    // n1 answers (is heard from) right after the flush: n3's append stays held.
+    transport.send('q/1', [append('n1'), append('n3')]);
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    transport.heardFrom('n1');
+    await until(() => arrivals.get('n1')!.length === 2);
+    await new Promise((resolve) => setTimeout(resolve, 10 * HEDGE_AFTER_MS));
+    expect(arrivals.get('n3')).toHaveLength(1);
+
+    // n1 does not answer the next one: both held appends leave for n3, joined, about HEDGE_AFTER_MS later.
+    const next: Message = { type: 'append', from: 'n2', to: 'n3', term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [], commit: 2 };
+    const sentAt = performance.now();
+    transport.send('q/1', [{ ...next, to: 'n1' }, next]);
+    await until(() => arrivals.get('n3')!.length === 2);
+    expect(arrivals.get('n3')![1]!.at - sentAt).toBeGreaterThanOrEqual(HEDGE_AFTER_MS - 1);
+    expect(arrivals.get('n3')![1]!.message).toEqual({ groupId: 'q/1', message: next });
   });
 });
 
