@@ -249,6 +249,7 @@ export class QuorumqClient {
       passive: options.passive ?? false,
     });
     if (args?.exclusive === true && options.passive !== true) this.exclusive.set(name, args);
+    this.learnLeaderFrom(name, response.leader);
     return {
       name: response.name ?? name,
       created: response.created ?? false,
@@ -388,6 +389,7 @@ export class QuorumqClient {
 
   async purgeQueue(name: string): Promise<{ messagesDropped: number }> {
     const response = await this.transport.unary(BrokerService.purgeQueue, { name });
+    this.learnLeaderFrom(name, response.leader);
     return { messagesDropped: wireNumber(response.messagesDropped) };
   }
 
@@ -414,6 +416,11 @@ export class QuorumqClient {
   async unbind(binding: Binding): Promise<{ removed: boolean }> {
     const response = await this.transport.unary(BrokerService.unbind, bindingRequest(binding));
     return { removed: response.removed ?? false };
+  }
+
+  /** A declare or purge named the queue's leader: publishers and consumers open their streams there. */
+  private learnLeaderFrom(queue: string, leader: string | null | undefined): void {
+    if (leader !== undefined && leader !== null && leader !== '') this.transport.learnLeader(queue, leader);
   }
 
   // ----- status ---------------------------------------------------------------------------

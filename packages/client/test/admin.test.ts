@@ -88,6 +88,22 @@ describe('topology', () => {
     expect(client.leaderOf('q1')).toBe(broker.address);
   });
 
+  it('learns the leader a declare or a purge names, and nothing from one that names none', async () => {
+    await client.declareQueue('silent');
+    await client.purgeQueue('silent');
+    expect(client.leaderOf('silent')).toBeUndefined();
+    broker.tellsLeader = true;
+    await client.declareQueue('named');
+    expect(client.leaderOf('named')).toBe(broker.address);
+    const other = connect({ nodes: [broker.address], failoverTimeoutMs: 500 });
+    try {
+      await other.purgeQueue('named');
+      expect(other.leaderOf('named')).toBe(broker.address);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('moves messages and reports progress', async () => {
     await client.declareQueue('src');
     await client.declareQueue('dst');

@@ -108,6 +108,8 @@ function serviceError(error: InjectedError): grpc.ServerErrorResponse {
 export class FakeBroker {
   readonly server = new grpc.Server();
   address = '';
+  /** Whether a declare and a purge answer with this node's address as the queue's leader (DeclareQueueResponse.leader). */
+  tellsLeader = false;
   /** Every call the node received, by method name. */
   readonly calls: string[] = [];
   readonly publishRequests: quorumq.v1.PublishRequest[] = [];
@@ -355,7 +357,7 @@ export class FakeBroker {
         const warnings = r.arguments?.deliveryLimit !== null && r.arguments?.deliveryLimit !== undefined && (dlx === null || dlx === undefined)
           ? ['delivery limit without a dead-letter exchange']
           : [];
-        return { name, created: !existed, warnings, members: state.nodes.map((n) => n.id) };
+        return { name, created: !existed, warnings, members: state.nodes.map((n) => n.id), leader: this.tellsLeader ? this.address : '' };
       }),
       deleteQueue: this.unary('deleteQueue', (r: quorumq.v1.DeleteQueueRequest): quorumq.v1.DeleteQueueResponse.$Properties | InjectedError => {
         const queue = state.queues.get(r.name ?? '');
@@ -369,7 +371,7 @@ export class FakeBroker {
         if (queue === undefined) return this.notFound('QUEUE', r.name ?? '');
         const dropped = queue.ready.length;
         queue.ready = [];
-        return { messagesDropped: dropped };
+        return { messagesDropped: dropped, leader: this.tellsLeader ? this.address : '' };
       }),
       declareExchange: this.unary('declareExchange', (r: quorumq.v1.DeclareExchangeRequest): quorumq.v1.DeclareExchangeResponse.$Properties | InjectedError => {
         const name = r.name ?? '';

@@ -363,7 +363,7 @@ export class BrokerApi {
       // A redeclare renews the queue's `expires` lease (spec 7).
       await this.node.router.proposeQueue(name, { type: 'declare' }).catch(() => undefined);
     }
-    return { name, created: reply.changed, warnings: [...(reply.warnings ?? [])], members: [...definition.members] };
+    return { name, created: reply.changed, warnings: [...(reply.warnings ?? [])], members: [...definition.members], leader: this.leaderAddress(name) };
   }
 
   /** Waits (bounded) until this node knows the new queue's leader, or is no member of it. */
@@ -397,7 +397,7 @@ export class BrokerApi {
     if (reply.type === 'error') throw queueError(reply, name);
     const dropped = reply.type === 'purged' ? reply.messagesDropped : 0;
     this.node.logger.info({ queue: name, messagesDropped: dropped }, 'queue purged');
-    return { messagesDropped: dropped };
+    return { messagesDropped: dropped, leader: this.leaderAddress(name) };
   }
 
   private async topology(command: TopologyCommand): Promise<Extract<MetaReply, { ok: true }>> {
@@ -596,6 +596,14 @@ export class BrokerApi {
    * the publish); null when this node leads it or does not know who does. Publishers move their
    * streams to it (PublishResponse.leader).
    */
+  /**
+   * The client address of the queue's leader as this node knows it, or '' (a declare or purge
+   * tells it, and the SDK opens its streams there).
+   */
+  private leaderAddress(queue: string): string {
+    return this.node.addressOf(this.node.queues.get(queue)?.group.leaderId ?? null) ?? '';
+  }
+
   private leaderHint(queue: string): string | null {
     const leader = this.node.queues.get(queue)?.group.leaderId ?? null;
     return leader === null || leader === this.node.nodeId ? null : this.node.addressOf(leader);

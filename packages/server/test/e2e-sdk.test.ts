@@ -146,6 +146,27 @@ describe("a publisher's stream (issue 16)", () => {
     await fresh.close();
   });
 
+  it("opens at the queue's leader when a declare or a purge named it: no publish is forwarded", async () => {
+    await client.declareQueue('named');
+    const leader = await cluster.leaderOf('named', client);
+    const leaderAddress = cluster.nodes.find((n) => n.id === leader)!.address;
+    const others = cluster.addresses.filter((a) => a !== leaderAddress);
+    for (const learn of ['declare', 'purge'] as const) {
+      // A fresh client whose first node is not the leader.
+      const fresh = cluster.client({ nodes: [...others, leaderAddress] });
+      if (learn === 'declare') await fresh.declareQueue('named');
+      else await fresh.purgeQueue('named');
+      expect(fresh.leaderOf('named')).toBe(leaderAddress);
+      const publisher = fresh.createPublisher({ maxInFlight: 16 });
+      const results = await Promise.all(Array.from({ length: 32 }, (_, i) => publisher.publish('named', `${learn}${i}`)));
+      expect(results.every((r) => r.outcome === 'confirmed')).toBe(true);
+      // Its stream opened at the leader (a forwarded publish's outcome would have moved it there too, later).
+      expect(publisher.node).toBe(leaderAddress);
+      await publisher.close();
+      await fresh.close();
+    }
+  });
+
   it('stays where it is when its publishes go to queues with different leaders', async () => {
     // Two queues led by different nodes.
     const byLeader = new Map<string, string>();
