@@ -29,7 +29,7 @@
  * The choice is stable (healthy peers first, then by id): the same follower stays eager, so
  * the other one keeps receiving batches.
  */
-import type { AppendMessage, NodeId } from '@quorumq/raft';
+import type { AppendMessage, Entry, NodeId } from '@quorumq/raft';
 
 import type { GroupMessage } from './raft-codec.js';
 
@@ -102,8 +102,9 @@ export const COALESCED_APPEND_BYTES_MAX = 4 * 1024 * 1024;
  */
 export function coalesceAppends(messages: readonly GroupMessage[], bytesMax = COALESCED_APPEND_BYTES_MAX): GroupMessage[] {
   const out: GroupMessage[] = [];
-  // Per group: where in `out` its last message is, when that message is an append still open to joining.
-  const open = new Map<string, { at: number; bytes: number }>();
+  // Per group: where in `out` its last message is, when that message is an append still open
+  // to joining, and the entry list of a joined append (ours to extend: no copy per join).
+  const open = new Map<string, { at: number; bytes: number; joined: Entry[] | null }>();
   for (const item of messages) {
     const { groupId, message } = item;
     if (message.type !== 'append') {
@@ -124,14 +125,13 @@ export function coalesceAppends(messages: readonly GroupMessage[], bytesMax = CO
       previous.prevLogIndex + previous.entries.length === message.prevLogIndex &&
       last.bytes + bytes <= bytesMax
     ) {
-      out[last.at] = {
-        groupId,
-        message: { ...previous, entries: [...previous.entries, ...message.entries], commit: Math.max(previous.commit, message.commit) },
-      };
+      if (last.joined === null) last.joined = [...previous.entries];
+      for (const entry of message.entries) last.joined.push(entry);
+      out[last.at] = { groupId, message: { ...previous, entries: last.joined, commit: Math.max(previous.commit, message.commit) } };
       last.bytes += bytes;
       continue;
     }
-    open.set(groupId, { at: out.length, bytes });
+    open.set(groupId, { at: out.length, bytes, joined: null });
     out.push(item);
   }
   return out;
