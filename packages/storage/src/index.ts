@@ -70,4 +70,4 @@ export {
   type WalRecovery,
   type WalUsage,
 } from './wal.js';
-export { joinPath, type WalFile, type WalFs } from './wal-fs.js';
+export { joinPath, type OpenOptions, type WalFile, type WalFs } from './wal-fs.js';

@@ -29,11 +29,25 @@ export interface WalFs {
   list(dir: string): Promise<string[]>;
   /** The whole content of a file (what a reader sees now, durable or not). */
   readFile(path: string): Promise<Uint8Array>;
-  /** Opens `path` for appending, creating it empty if missing. Writes always go to the end. */
-  openAppend(path: string): Promise<WalFile>;
+  /**
+   * Opens `path` for appending, creating it empty if missing. Writes always go to the end
+   * (the end of what was written: see `OpenOptions.preallocate`).
+   */
+  openAppend(path: string, options?: OpenOptions): Promise<WalFile>;
   unlink(path: string): Promise<void>;
   /** Makes the creation and removal of entries in `dir` durable. */
   syncDir(dir: string): Promise<void>;
+}
+
+export interface OpenOptions {
+  /**
+   * The file may hold zero-filled space beyond its last write, up to this many bytes in all
+   * (what it is expected to grow to), so that small durable writes overwrite blocks the file
+   * system already has (no change of the file's length to record per write). After a crash
+   * that space reads back as a zero-filled tail, which a reader must take as the end. `seal`
+   * gives it back. An implementation may ignore this.
+   */
+  readonly preallocate?: number;
 }
 
 export interface WalFile {
@@ -50,6 +64,12 @@ export interface WalFile {
   appendDurable(data: readonly Uint8Array[]): Promise<void>;
   /** Cuts the file to `length` bytes; later writes append after that. Durable after `datasync`. */
   truncate(length: number): Promise<void>;
+  /**
+   * Gives back any space held beyond the last write (`OpenOptions.preallocate`), durably,
+   * and holds none after: the file then ends where its data ends, even after a crash.
+   * Absent where a file never holds such space.
+   */
+  seal?(): Promise<void>;
   close(): Promise<void>;
 }
 

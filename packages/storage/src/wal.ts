@@ -38,10 +38,14 @@ import {
   type WalCorruption,
 } from './errors.js';
 import { encodeRecords, RECORD_BYTES_MIN, scanSegment, type EncodedRecords, type WalRecord } from './record.js';
-import { joinPath, type WalFile, type WalFs } from './wal-fs.js';
+import { joinPath, type OpenOptions, type WalFile, type WalFs } from './wal-fs.js';
 
 export const SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024;
 const SEGMENT_NAME_DIGITS = 16;
+/** Segments keep zero-filled space ahead of their writes, up to their size (node-wal-fs.ts); recovery reads it as the end. */
+function segmentOpen(segmentBytesMax: number): OpenOptions {
+  return { preallocate: segmentBytesMax };
+}
 const SEGMENT_NAME = /^(\d{16})\.wal$/;
 
 /** Where a record starts: segment sequence number, byte offset in that segment. */
@@ -276,7 +280,7 @@ export class Wal {
       wal.lastSeqOnDisk = seqs[seqs.length - 1] ?? 0;
       return wal;
     }
-    const { active, file } = await openActiveSegment(fs, dir, last, replay.recovery.truncated);
+    const { active, file } = await openActiveSegment(fs, dir, last, replay.recovery.truncated, segmentBytesMax);
     const wal = new Wal(options, replay.recovery, active, file);
     for (const segment of replay.segments) if (segment !== active) wal.closedSegments.set(segment.seq, segment);
     wal.lastSeqOnDisk = seqs[seqs.length - 1] ?? 0;
@@ -301,7 +305,7 @@ export class Wal {
     assert(this.state.kind === 'corrupt', 'restartAfterCorruption of a WAL that is not corrupt');
     assert(seq > this.lastSeqOnDisk, () => `restart in segment ${seq}, but ${this.lastSeqOnDisk} exists`);
     const { fs, dir } = this.options;
-    const file = await fs.openAppend(this.pathOf(seq));
+    const file = await fs.openAppend(this.pathOf(seq), segmentOpen(this.segmentBytesMax));
     await fs.syncDir(dir);
     for (const name of await fs.list(dir)) {
       const match = SEGMENT_NAME.exec(name);
@@ -582,15 +586,22 @@ export class Wal {
    */
   private async roll(seq: number): Promise<Error | null> {
     assert(seq > this.active.seq, () => `roll from segment ${this.active.seq} to ${seq}`);
+    const previous = this.activeFile;
+    try {
+      // Before the next segment exists: a segment that is not the last ends with its data
+      // (no zero-filled space a crash would leave for recovery to call corrupt).
+      await previous?.seal?.();
+    } catch (cause) {
+      return this.fail(`sealing segment ${this.active.seq} failed`, cause);
+    }
     let file: WalFile;
     try {
-      file = await this.options.fs.openAppend(this.pathOf(seq));
+      file = await this.options.fs.openAppend(this.pathOf(seq), segmentOpen(this.segmentBytesMax));
     } catch (cause) {
       const error = writeError(`creating segment ${seq} failed`, cause);
       this.abandonQueue(error);
       return error;
     }
-    const previous = this.activeFile;
     try {
       await this.options.fs.syncDir(this.options.dir);
       if (previous !== null) await previous.close();
@@ -716,14 +727,15 @@ async function openActiveSegment(
   dir: string,
   last: Segment | undefined,
   truncated: TornTail | null,
+  segmentBytesMax: number,
 ): Promise<{ active: Segment; file: WalFile }> {
   if (last === undefined) {
     const active = new Segment(1);
-    const file = await fs.openAppend(joinPath(dir, segmentFileName(active.seq)));
+    const file = await fs.openAppend(joinPath(dir, segmentFileName(active.seq)), segmentOpen(segmentBytesMax));
     await fs.syncDir(dir);
     return { active, file };
   }
-  const file = await fs.openAppend(joinPath(dir, segmentFileName(last.seq)));
+  const file = await fs.openAppend(joinPath(dir, segmentFileName(last.seq)), segmentOpen(segmentBytesMax));
   if (truncated !== null) {
     assert(truncated.segment === last.seq, 'torn tail outside the last segment');
     await file.truncate(truncated.offset);

@@ -5,7 +5,7 @@ import type { Entry, HardState } from '@quorumq/raft';
 import { NodeWalFs } from '../src/node-wal-fs.js';
 import type { WalRecord } from '../src/record.js';
 import type { StoreFs, StoreReadFile } from '../src/message-store/store-fs.js';
-import type { WalFile } from '../src/wal-fs.js';
+import type { OpenOptions, WalFile } from '../src/wal-fs.js';
 
 const created: string[] = [];
 
@@ -106,9 +106,9 @@ export class InstrumentedFs implements StoreFs {
   readFile(path: string): Promise<Uint8Array> {
     return this.inner.readFile(path);
   }
-  async openAppend(path: string): Promise<WalFile> {
+  async openAppend(path: string, options?: OpenOptions): Promise<WalFile> {
     this.calls.openAppend++;
-    return new InstrumentedFile(this, await this.inner.openAppend(path));
+    return new InstrumentedFile(this, await this.inner.openAppend(path, options));
   }
   unlink(path: string): Promise<void> {
     this.calls.unlink++;
@@ -165,6 +165,9 @@ class InstrumentedFile implements WalFile {
   }
   close(): Promise<void> {
     return this.inner.close();
+  }
+  async seal(): Promise<void> {
+    await this.inner.seal?.();
   }
 
   private async writeWithFaults(data: readonly Uint8Array[]): Promise<void> {
