@@ -439,6 +439,10 @@ export class Publisher {
       : toQuorumqError(status, address);
     const broken = shouldFailover(error);
     this.transport.markFailed(address);
+    // The node the stream broke at is no longer taken for the queue's leader (it may be
+    // down): the next stream opens at the leader the error names, or at the next node.
+    const queue = this.queueOfFirstPending();
+    if (queue !== undefined) this.transport.forgetLeader(queue, address);
     if (error.leader !== undefined && error.leader !== address) this.preferred = error.leader;
     if (!broken) {
       this.failAll(error);
@@ -468,9 +472,15 @@ export class Publisher {
    * stream at that queue's leader when known (no forwarding hop in the broker).
    */
   private leaderOfFirstPending(): string | undefined {
+    const queue = this.queueOfFirstPending();
+    return queue === undefined ? undefined : this.transport.leaderOf(queue);
+  }
+
+  /** The queue the first unsettled publish goes to, when it goes to the default exchange. */
+  private queueOfFirstPending(): string | undefined {
     for (const entry of this.pending.values()) {
       if ((entry.request.exchange ?? '') !== '') return undefined;
-      return this.transport.leaderOf(entry.request.message?.routingKey ?? '');
+      return entry.request.message?.routingKey ?? '';
     }
     return undefined;
   }

@@ -40,6 +40,24 @@ describe('failover', () => {
     expect(count(a, 'queueStatus')).toBe(1);
   });
 
+  it("a publisher whose stream to the queue's known leader breaks forgets that leader and goes on at another node", async () => {
+    const [a, b] = await brokers(2);
+    if (a === undefined || b === undefined) throw new Error('no brokers');
+    a.tellsLeader = true;
+    const cl = client([a.address, b.address], { failoverTimeoutMs: 5_000 });
+    await cl.declareQueue('q');
+    expect(cl.leaderOf('q')).toBe(a.address);
+    const publisher = cl.createPublisher({ producerId: 'p', maxInFlight: 4 });
+    expect((await publisher.publish('q', 'm0')).outcome).toBe('confirmed');
+    expect(publisher.node).toBe(a.address);
+    a.kill();
+    // Before the fix the stream kept reopening at the dead leader the cache still named.
+    expect((await publisher.publish('q', 'm1')).outcome).toBe('confirmed');
+    expect(publisher.node).toBe(b.address);
+    expect(cl.leaderOf('q')).toBeUndefined();
+    await publisher.close();
+  });
+
   it('retries on UNAVAILABLE and prefers the address in the quorumq-leader trailer', async () => {
     const [a, b, c] = await brokers(3);
     if (a === undefined || b === undefined || c === undefined) throw new Error('no brokers');
