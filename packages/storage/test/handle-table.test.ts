@@ -110,4 +110,29 @@ describe('HandleTable', () => {
       expect(table.recordId(h)).toBe(recordId);
     }
   });
+
+  it('lists the live handles of one segment in frame order, whatever order they were made and moved in', () => {
+    const table = new HandleTable();
+    // 40,000 records over three segments, their offsets in a scrambled order; some released,
+    // some moved into segment 1 by a compaction (their offsets after those already there).
+    const expected: Array<[offset: number, handle: number]> = [];
+    const count = 40_000;
+    for (let i = 0; i < count; i++) {
+      const offset = ((i * 7919) % count) * 1040 + 24;
+      const segment = i % 3;
+      const handle = table.allocate(i + 1, segment, offset, 1024);
+      if (i % 10 === 0) table.release(handle);
+      else if (segment === 1) expected.push([offset, handle]);
+      else if (segment === 2 && i % 5 === 2) {
+        const moved = count * 1040 + offset;
+        table.move(handle, 1, moved);
+        expected.push([moved, handle]);
+      }
+    }
+    expected.sort((a, b) => a[0] - b[0]);
+    const listed = table.liveIn(1);
+    expect(listed.length).toBe(expected.length);
+    expect(Array.from(listed)).toEqual(expected.map(([, handle]) => handle));
+    expect(Array.from(table.liveIn(7))).toEqual([]);
+  });
 });

@@ -6,7 +6,8 @@
  *
  * Protocol, and why it is safe:
  * 1. Copy: read the old segment sequentially (read-ahead windows, outside the read cache),
- *    check each live frame (crc and record id) and place a byte-identical copy. Each copy
+ *    check each live frame (crc and record id) and place a byte-identical copy, a slice of
+ *    COMPACTION_SLICE_BYTES per turn of the event loop. Each copy
  *    counts as live in its new segment from now on, so that segment cannot be deleted or
  *    judged mostly dead while the copy is not yet pointed at. Handles still point at the old
  *    copy, which stays readable.
@@ -19,6 +20,15 @@
  */
 import type { HandleTable } from './handles.js';
 import { FRAME_OVERHEAD_BYTES, frameMismatch } from './record-format.js';
+
+/**
+ * Bytes a compaction copies in one turn of the event loop before it lets other work run.
+ * A compaction copies on the node's one thread, and everything else waits for its turn:
+ * with a turn per read-ahead window (1 MiB: a read, a checksum and a copy of each frame)
+ * publishes at 256 in flight saw confirms of 50-105 ms while a segment was compacted, twice
+ * the usual. A turn of 128 KiB takes about a millisecond.
+ */
+export const COMPACTION_SLICE_BYTES = 128 * 1024;
 
 /** What the store lends a compaction. */
 export interface CompactionHost {
@@ -112,7 +122,7 @@ async function copyLive(host: CompactionHost, segment: number, live: Uint32Array
     copies.offsets[i] = placed.offset;
     copies.frameBytes[i] = size;
     sinceYield += size;
-    if (sinceYield >= host.readAheadBytes) {
+    if (sinceYield >= COMPACTION_SLICE_BYTES) {
       sinceYield = 0;
       await host.yieldTurn();
       if (host.stopping()) return { kind: 'stopped' };

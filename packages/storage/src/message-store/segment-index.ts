@@ -35,12 +35,16 @@ export function encodeSegmentIndex(segment: number, index: SegmentIndex): Uint8A
   buf.writeUInt32LE(segment, 8);
   buf.writeUInt32LE(records.count, 12);
   buf.writeDoubleLE(index.segmentBytes, 16);
-  let at = INDEX_HEADER_BYTES;
-  for (let i = 0; i < records.count; i++) {
-    buf.writeDoubleLE(records.recordId(i), at);
-    buf.writeUInt32LE(records.offset(i), at + 8);
-    buf.writeUInt32LE(records.messageBytes(i), at + 12);
-    at += INDEX_ENTRY_BYTES;
+  const at = INDEX_HEADER_BYTES + records.count * INDEX_ENTRY_BYTES;
+  // The records are kept in this layout (segment-records.ts): one copy on a little-endian host.
+  const entries = records.indexEntries();
+  if (entries !== null) buf.set(entries, INDEX_HEADER_BYTES);
+  else {
+    for (let i = 0, entry = INDEX_HEADER_BYTES; i < records.count; i++, entry += INDEX_ENTRY_BYTES) {
+      buf.writeDoubleLE(records.recordId(i), entry);
+      buf.writeUInt32LE(records.offset(i), entry + 8);
+      buf.writeUInt32LE(records.messageBytes(i), entry + 12);
+    }
   }
   buf.writeUInt32LE(crc32c(buf.subarray(0, at)), at);
   return buf;
