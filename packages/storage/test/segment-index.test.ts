@@ -37,7 +37,8 @@ describe('segment index', () => {
       }
     }
     // One flipped byte in an entry: the checksum refuses the index.
-    bytes[24 + 5 * 16 + 9] ^= 1;
+    const flipped = 24 + 5 * 16 + 9;
+    bytes.writeUInt8(bytes.readUInt8(flipped) ^ 1, flipped);
     expect(decodeSegmentIndex(bytes, 9, offset)).toBe('index checksum mismatch');
   });
 });
