@@ -12,7 +12,7 @@ import { IdDeque } from './deque.js';
 import type { Deaths } from './deaths.js';
 import { assert, QueueInvariantError } from './errors.js';
 import { DeadlineHeap } from './heap.js';
-import { emptyGone, emptyTotals, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
+import { DOUBLE_FIELD, emptyGone, emptyTotals, withClockFields, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
 import { MessageStore, PLACE_CODE, PLACES, PRIORITY_BITS, PRIORITY_MASK, SIZE_ESCAPE, type MessageColumns, type PlainMessageHeader, type Route } from './store.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
@@ -137,11 +137,11 @@ function assemble(
     producers: new Map(copy.producers),
     serveSeq: copy.serveSeq,
     hadConsumer: copy.hadConsumer,
-    lastUsedAt: copy.lastUsedAt,
-    tickAt: copy.tickAt,
+    lastUsedAt: DOUBLE_FIELD,
+    tickAt: DOUBLE_FIELD,
     deleted: copy.deleted,
-    clockMs: copy.clockMs,
-    lastIndex: copy.lastIndex,
+    clockMs: DOUBLE_FIELD,
+    lastIndex: DOUBLE_FIELD,
     // Snapshots from before moves lack the `moving` totals and the `moved` count.
     gone: { ...emptyGone(), ...copy.gone },
     enqueued: copy.enqueued,
@@ -150,7 +150,7 @@ function assemble(
     compaction: restoredCompaction(copy.args, copy.compaction, messages),
   };
   assert(state.ready.length === state.args.maxPriority + 1, 'snapshot has the wrong number of priority levels');
-  return state;
+  return withClockFields(state, copy);
 }
 
 function restoredCompaction(args: QueueArguments, data: CompactionSnapshot | undefined, messages: MessageStore): QueueState['compaction'] {

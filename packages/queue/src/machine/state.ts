@@ -131,10 +131,30 @@ export interface QueueState {
   compaction: CompactionState | null;
 }
 
+/**
+ * What a state's leader-clock and log-index fields hold while its object is built: not a
+ * small integer. V8 stores a number field as a small integer until a value beyond that range
+ * goes in (a leader time in ms, an index times the server's entry span), and then moves the
+ * object to a new hidden class, which throws away the optimised code of every function that
+ * had seen the old one. A queue's state used to change so at its first consumer (`tickAt`
+ * went from -1 to a time), so the publish path compiled during a run was discarded when the
+ * next one began. Built with this value first, those fields are doubles from the start.
+ */
+export const DOUBLE_FIELD = 0.5;
+
+/** Sets the fields a state was built with DOUBLE_FIELD in (see there). */
+export function withClockFields(state: QueueState, fields: Pick<QueueState, 'lastUsedAt' | 'tickAt' | 'clockMs' | 'lastIndex'>): QueueState {
+  state.lastUsedAt = fields.lastUsedAt;
+  state.tickAt = fields.tickAt;
+  state.clockMs = fields.clockMs;
+  state.lastIndex = fields.lastIndex;
+  return state;
+}
+
 export function createQueueState(name: string, args: QueueArguments, now = 0): QueueState {
   const ready: ReadyLevel[] = [];
   for (let level = 0; level <= args.maxPriority; level += 1) ready.push({ returned: [], fresh: new IdDeque() });
-  return {
+  const state: QueueState = {
     name,
     args,
     messages: new MessageStore(),
@@ -148,17 +168,18 @@ export function createQueueState(name: string, args: QueueArguments, now = 0): Q
     producers: new Map(),
     serveSeq: 0,
     hadConsumer: false,
-    lastUsedAt: now,
-    tickAt: -1,
+    lastUsedAt: DOUBLE_FIELD,
+    tickAt: DOUBLE_FIELD,
     deleted: false,
-    clockMs: now,
-    lastIndex: 0,
+    clockMs: DOUBLE_FIELD,
+    lastIndex: DOUBLE_FIELD,
     gone: emptyGone(),
     enqueued: 0,
     exclusiveOwner: null,
     move: null,
     compaction: args.compactionKey === undefined ? null : createCompactionState(),
   };
+  return withClockFields(state, { lastUsedAt: now, tickAt: -1, clockMs: now, lastIndex: 0 });
 }
 
 export function emptyGone(): Record<GoneReason, number> {
