@@ -850,13 +850,17 @@ export class RaftNode {
   /**
    * Whether this leader may go quiet (see isQuiet): nothing pending (no transfer, no read,
    * every entry durable here and committed in this term), a majority heard from in this
-   * check-quorum window, and every follower heard from caught up with nothing in flight.
-   * A follower not heard from (down, partitioned) does not keep the group awake: it is
-   * caught up by appends once it answers again (a restarted replica is never quiet, and its
-   * first message wakes the leader).
+   * check-quorum window, every follower heard from caught up with nothing in flight, and no
+   * snapshot being sent. A follower not heard from (down, partitioned) does not keep the
+   * group awake: it is caught up by appends once it answers again (a restarted replica is
+   * never quiet, and its first message wakes the leader). A snapshot transfer does, heard
+   * from or not: only the leader's retry (retryStalledSnapshots) recovers a lost answer to
+   * its last chunk, and a replica that installed it may never speak again by itself (a
+   * learner never campaigns).
    */
   private canQuiesce(): boolean {
     if (this.leadTransferee !== null || this.pendingReads.length > 0 || this.deferredReads.length > 0) return false;
+    for (const progress of this.progress.values()) if (progress.state === 'snapshot') return false;
     const last = this.log.lastIndex();
     if (this.log.committed !== last || this.log.stableIndex !== last || this.log.pendingSnapshot !== null || !this.committedInCurrentTerm()) return false;
     const config = this.log.latestConfig();

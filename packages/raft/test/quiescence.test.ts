@@ -69,6 +69,39 @@ describe('quiescence', () => {
     c.assertSafe();
   });
 
+  test('a learner whose answer to a snapshot was lost is still caught up: the leader does not go quiet while a snapshot is in flight (regression)', () => {
+    const c = new TestCluster(IDS, { quiesce: true, promoteLearners: false, retainedEntriesAfterSnapshot: 0 });
+    c.elect('a');
+    c.addNode('d');
+    c.isolate('d');
+    c.raft('a').proposeConfChange({ type: 'addLearner', nodeId: 'd' });
+    for (let i = 0; i < 5; i++) c.propose('a', `v${i}`);
+    c.stabilize();
+    const snapshot = c.snapshot('a');
+    // d installs the snapshot, its answer to the last chunk is lost, and then nothing from
+    // d reaches a for a while: a is left with d's transfer unanswered, and (unless it keeps
+    // retrying) goes quiet. A learner never campaigns, so only the leader can end it.
+    let lostAck = false;
+    let released = false;
+    c.filter = (m) => {
+      if (m.from !== 'd' || released) return true;
+      if (m.type === 'appendResp' && !m.reject && m.index >= snapshot.meta.index) lostAck = true;
+      return !lostAck;
+    };
+    c.heal();
+    run(c, 100);
+    expect(lostAck).toBe(true);
+    expect(c.node('d').durable.snapshot?.meta.index).toBe(snapshot.meta.index);
+    c.propose('a', 'late');
+    run(c, 100);
+    released = true;
+    run(c, 200);
+    expect(c.node('d').machine).toEqual(c.node('a').machine);
+    expect(c.node('d').machine.at(-1)).toBe('late');
+    expect(quietIds(c)).toEqual([...IDS, 'd']);
+    c.assertSafe();
+  });
+
   test('a quiet follower whose appends were lost stays behind a quiet leader until the driver says its node is back (memberBack)', () => {
     const c = quietGroup();
     expect(quietIds(c)).toEqual(IDS);
