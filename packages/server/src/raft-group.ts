@@ -612,20 +612,24 @@ export class RaftGroup<R> {
     return new Promise<void>((resolve) => this.appliedWaiters.push(resolve));
   }
 
-  /** Stops driving the group: pending proposals fail, nothing more is persisted. */
+  /**
+   * Stops driving the group: pending proposals fail, nothing more is persisted. One in the
+   * log may still commit on the other members (this replica was removed, the node is
+   * shutting down): its outcome is unknown (OUTCOME_UNKNOWN, not to be proposed again as
+   * if it had failed). One parked during a hand-over never reached the log.
+   */
   stop(reason: string): void {
     if (this.stopped) return;
     this.stopped = true;
     this.options.ticker?.remove(this);
-    this.failPending(new BrokerError(Status.UNAVAILABLE, Reason.GROUP_STOPPED, reason));
-  }
-
-  private failPending(error: Error): void {
-    const pending = [...this.pending.values(), ...this.parked];
+    const pending = [...this.pending.values()];
+    const parked = this.parked;
     this.pending.clear();
     this.parked = [];
-    for (const p of pending) p.reject(error);
-    this.failReads(error, true);
+    for (const p of pending) p.reject(new BrokerError(Status.UNAVAILABLE, Reason.OUTCOME_UNKNOWN, `${reason}; ${p.what} may still commit: the outcome is unknown`));
+    const stopped = new BrokerError(Status.UNAVAILABLE, Reason.GROUP_STOPPED, reason);
+    for (const p of parked) p.reject(stopped);
+    this.failReads(stopped, true);
   }
 
   /** Fails the reads not confirmed yet, and with `confirmedToo` those waiting for the apply. */

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { BrokerError, Reason } from '../src/errors.js';
 import { systemEnv } from '../src/node-env.js';
+import { retriable } from '../src/proposal-router.js';
 import { RaftGroup, type GroupMachine } from '../src/raft-group.js';
 
 const dirs: string[] = [];
@@ -149,6 +150,26 @@ describe('a proposal with a deadline', () => {
     expect(storage.restoreGroup('g').snapshot?.meta.index).toBe(began);
     group.stop('test over');
     await storage.close();
+  });
+
+  it('fails a proposal in the log as OUTCOME_UNKNOWN when the group stops (the other members may still commit it), not as retriable', async () => {
+    const group = await leaderWithoutQuorum();
+    const outcome = group.propose(Buffer.from('ack')).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    for (let i = 0; i < 20 && group.status().lastIndex < 2; i++) await turn();
+    expect(group.status().lastIndex).toBe(2);
+    group.stop('the replica was removed from this node');
+    const error = await outcome;
+    expect(error).toBeInstanceOf(BrokerError);
+    expect((error as BrokerError).reason).toBe(Reason.OUTCOME_UNKNOWN);
+    expect((error as BrokerError).message).toMatch(/the replica was removed from this node.*the outcome is unknown/);
+    expect(retriable(error)).toBe(false);
+    // A proposal made after it stopped never reached any log: that one may be made again.
+    const later = await group.propose(Buffer.from('x')).catch((e: unknown) => e);
+    expect((later as BrokerError).reason).toBe(Reason.GROUP_STOPPED);
+    expect(retriable(later)).toBe(true);
   });
 
   it('fails a proposal as overwritten when a later proposal of this node takes its index', async () => {
