@@ -719,17 +719,19 @@ export class RaftGroup<R> {
       const early = ackBeforeFsync ? ready.messages : ready.messages.filter(sendableBeforePersist);
       if (early.length > 0) this.sendMessages(early);
       if (ready.mustSync) {
-        await this.options.storage.persist(this.groupId, {
-          hardState: ready.hardState,
-          entries: ready.entries,
-          snapshot: ready.snapshot,
-        });
+        // A leader's loop has its followers' answers to handle while its own write is under
+        // way; anyone else's waits for the write (a follower answers its leader after it).
+        await this.options.storage.persist(
+          this.groupId,
+          { hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot },
+          this.softState.role === 'leader' ? 'pooled' : 'inline',
+        );
       } else if (ready.hardState !== null) {
         // Only the commit index moved: it is recomputed after a crash, so nothing waits
         // for this write, and it costs no fdatasync of its own: it goes with the next
         // write that needs one (the storage keeps the group's writes in order).
         this.options.storage
-          .persist(this.groupId, { hardState: ready.hardState, entries: [], snapshot: null }, true)
+          .persist(this.groupId, { hardState: ready.hardState, entries: [], snapshot: null }, 'lazy')
           .catch((error: unknown) => this.fatal(error));
       }
       if (this.stopped) return;

@@ -84,6 +84,7 @@ export class SimNode {
       snapshotInterval: context.snapshotInterval,
       segmentBytesMax: 16 * 1024,
       scheduleFlush: context.scheduleFlush,
+      now: () => context.scheduler.now,
       logger: { warn: () => {} },
     });
     const replicas = new Map<string, GroupReplica>();

@@ -69,5 +69,6 @@ export {
   type WalPosition,
   type WalRecovery,
   type WalUsage,
+  type WalWriteMode,
 } from './wal.js';
 export { joinPath, type OpenOptions, type WalFile, type WalFs } from './wal-fs.js';

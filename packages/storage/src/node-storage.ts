@@ -56,6 +56,7 @@ import {
   type WalPosition,
   type WalRecovery,
   type WalUsage,
+  type WalWriteMode,
 } from './wal.js';
 import { SnapshotFileError, SnapshotFiles, type SnapshotFileRef } from './snapshot-files.js';
 import { joinPath, type WalFs } from './wal-fs.js';
@@ -81,6 +82,8 @@ export interface NodeStorageOptions {
   readonly onFatal?: (error: WalFatalError) => void;
   readonly scheduleFlush?: (flush: () => void) => void;
   readonly onFlush?: (stats: FlushStats) => void;
+  /** The WAL's clock for timing inline writes (see WalOptions.now); the simulator gives its own. */
+  readonly now?: () => number;
   /** Default: console.warn. */
   readonly logger?: StorageLogger;
 }
@@ -146,6 +149,7 @@ export class NodeStorage {
         ...(options.onFatal === undefined ? {} : { onFatal: options.onFatal }),
         ...(options.scheduleFlush === undefined ? {} : { scheduleFlush: options.scheduleFlush }),
         ...(options.onFlush === undefined ? {} : { onFlush: options.onFlush }),
+        ...(options.now === undefined ? {} : { now: options.now }),
       },
       (record, position) => replayRecord(groups, record, position),
     );
@@ -261,10 +265,11 @@ export class NodeStorage {
    */
   /**
    * Persists a Ready's hard state, entries and snapshot, in order with the group's earlier
-   * persists. With `lazy` (only for a hard state whose commit index alone moved, which is
-   * recomputed after a crash) the records wait for the next flush instead of starting one.
+   * persists. `mode` says how the WAL writes them (see WalWriteMode): 'lazy' only for a hard
+   * state whose commit index alone moved (recomputed after a crash), 'inline' where nothing
+   * waits on the event loop meanwhile (a follower's entries).
    */
-  persist(groupId: string, update: PersistUpdate, lazy = false): Promise<void> {
+  persist(groupId: string, update: PersistUpdate, mode: WalWriteMode = 'pooled'): Promise<void> {
     let group: GroupState;
     let plan: KvPlan;
     try {
@@ -276,7 +281,7 @@ export class NodeStorage {
       return Promise.reject(error);
     }
     if (!plan.registerMember && plan.raiseTermBound === null && plan.install === null && group.lane === null) {
-      return this.enqueueUpdate(group, update, lazy);
+      return this.enqueueUpdate(group, update, mode);
     }
     const enqueued = this.onLane(group, async () => {
       this.assertGroupWritable(group);
@@ -286,7 +291,7 @@ export class NodeStorage {
         group.failure ??= asError(error); // later persists of the group were validated against this one
         throw error;
       }
-      return { durable: this.enqueueUpdate(group, update, lazy) };
+      return { durable: this.enqueueUpdate(group, update, mode) };
     });
     return enqueued.then(({ durable }) => durable);
   }
@@ -536,7 +541,7 @@ export class NodeStorage {
   }
 
   /** Queues the update's WAL records; the durable view advances when they are durable. */
-  private enqueueUpdate(group: GroupState, update: PersistUpdate, lazy: boolean): Promise<void> {
+  private enqueueUpdate(group: GroupState, update: PersistUpdate, mode: WalWriteMode): Promise<void> {
     const records: WalRecord[] = update.entries.map((entry) => ({ kind: 'entry', groupId: group.id, entry }));
     if (update.hardState !== null) records.push({ kind: 'hardState', groupId: group.id, hardState: update.hardState });
     if (records.length === 0) return Promise.resolve();
@@ -550,7 +555,7 @@ export class NodeStorage {
         group.appendDurable(update.entries);
         if (update.hardState !== null) group.setDurableHardState(update.hardState, queued.positions[records.length - 1]!);
         if (group.recovering !== null && group.lastTerm() >= group.recovering.term) this.endRecovery(group);
-      }, lazy);
+      }, mode);
       durable = queued.durable;
     } catch (error) {
       durable = Promise.reject(error);

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, writeSync, writevSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, unlink } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
@@ -66,6 +66,31 @@ export class NodeWalFs implements StoreFs {
   }
 }
 
+/** The buffers (each with the offset to start from) that a write of `written` bytes left. */
+function* unwritten(data: readonly Uint8Array[], written: number): Generator<[Uint8Array, number]> {
+  let skip = written;
+  for (const buf of data) {
+    if (skip >= buf.byteLength) {
+      skip -= buf.byteLength;
+      continue;
+    }
+    yield [buf, skip];
+    skip = 0;
+  }
+}
+
+/** A write's byte count, or the error of one that made no progress. */
+function progress(bytesWritten: number, offset: number): number {
+  if (bytesWritten === 0) throw new Error(`write made no progress at offset ${offset}`);
+  return bytesWritten;
+}
+
+function totalBytes(data: readonly Uint8Array[]): number {
+  let total = 0;
+  for (const buf of data) total += buf.byteLength;
+  return total;
+}
+
 const APPEND_DSYNC = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_DSYNC;
 /** Without O_APPEND: a preallocated file is written at its logical end, inside its runway. */
 const WRITE_DSYNC = constants.O_WRONLY | constants.O_CREAT | constants.O_DSYNC;
@@ -82,8 +107,7 @@ class NodeWalFile implements WalFile {
   }
 
   async writev(data: readonly Uint8Array[]): Promise<void> {
-    let total = 0;
-    for (const buf of data) total += buf.byteLength;
+    const total = totalBytes(data);
     // libuv already loops over short writes and IOV_MAX; a short count here means an
     // error (ENOSPC...) after some bytes went out. Writing the rest surfaces that error.
     const { bytesWritten } = await this.handle.writev(Array.from(data));
@@ -109,6 +133,27 @@ class NodeWalFile implements WalFile {
     return this.writev(data);
   }
 
+  appendDurableNow(data: readonly Uint8Array[]): boolean {
+    this.writeNow(data, totalBytes(data), null);
+    return true;
+  }
+
+  /** `writeAt` on the calling thread (`position` null: at the end, O_APPEND). */
+  protected writeNow(data: readonly Uint8Array[], total: number, position: number | null): void {
+    const fd = this.handle.fd;
+    const written = position === null ? writevSync(fd, data) : writevSync(fd, data, position);
+    if (written >= total) return;
+    // As in writeRest: a short count means an error after some bytes; writing the rest surfaces it.
+    let at = position === null ? null : position + written;
+    for (const [buf, from] of unwritten(data, written)) {
+      for (let offset = from; offset < buf.byteLength; ) {
+        const n = writeSync(fd, buf, offset, buf.byteLength - offset, at);
+        offset += progress(n, offset);
+        if (at !== null) at += n;
+      }
+    }
+  }
+
   truncate(length: number): Promise<void> {
     return this.handle.truncate(length);
   }
@@ -119,20 +164,13 @@ class NodeWalFile implements WalFile {
 
   /** Writes what a short write left (`position` null: at the end, O_APPEND). */
   private async writeRest(data: readonly Uint8Array[], alreadyWritten: number, position: number | null): Promise<void> {
-    let skip = alreadyWritten;
     let at = position === null ? null : position + alreadyWritten;
-    for (const buf of data) {
-      if (skip >= buf.byteLength) {
-        skip -= buf.byteLength;
-        continue;
-      }
-      for (let offset = skip; offset < buf.byteLength; ) {
+    for (const [buf, from] of unwritten(data, alreadyWritten)) {
+      for (let offset = from; offset < buf.byteLength; ) {
         const { bytesWritten } = await this.handle.write(buf, offset, buf.byteLength - offset, at);
-        if (bytesWritten === 0) throw new Error(`write made no progress at offset ${offset}`);
-        offset += bytesWritten;
+        offset += progress(bytesWritten, offset);
         if (at !== null) at += bytesWritten;
       }
-      skip = 0;
     }
   }
 }
@@ -193,12 +231,25 @@ class PreallocatedWalFile extends NodeWalFile {
     }
   }
 
+  /** Writes on the calling thread, unless zeros are being written where the data would go. */
+  override appendDurableNow(data: readonly Uint8Array[]): boolean {
+    const total = totalBytes(data);
+    if (this.writing || (this.extending !== null && this.end + total > this.allocated)) return false;
+    this.writeNow(data, total, this.end);
+    this.wrote(total);
+    return true;
+  }
+
   private async writeAndExtend(data: readonly Uint8Array[]): Promise<void> {
-    let total = 0;
-    for (const buf of data) total += buf.byteLength;
+    const total = totalBytes(data);
     // Never write where zeros are being written.
     if (this.extending !== null && this.end + total > this.allocated) await this.extending;
     await this.writeAt(data, total, this.end);
+    this.wrote(total);
+  }
+
+  /** `total` bytes were written at the end: moves it, and starts extending the runway if it runs low. */
+  private wrote(total: number): void {
     this.end += total;
     if (this.end > this.allocated) this.allocated = this.end;
     if (

@@ -62,6 +62,13 @@ export interface WalFile {
    * then `datasync` would, but in one request to the disk (the WAL's hot path).
    */
   appendDurable(data: readonly Uint8Array[]): Promise<void>;
+  /**
+   * `appendDurable` on the calling thread: the buffers are written and durable when it
+   * returns true, with no trip through a thread pool. False (nothing written) when the file
+   * cannot take this write now; the caller then uses `appendDurable`. Throws where
+   * `appendDurable` would reject. Absent where a file has no synchronous write.
+   */
+  appendDurableNow?(data: readonly Uint8Array[]): boolean;
   /** Cuts the file to `length` bytes; later writes append after that. Durable after `datasync`. */
   truncate(length: number): Promise<void>;
   /**

@@ -13,6 +13,13 @@
  * flush is in flight new records queue up and go out together in the next one. A promise
  * resolves only after the write covering its records returned.
  *
+ * Inline writes: a flush whose records all asked for it (`WalWriteMode` 'inline', a
+ * follower's entries) and that is small is written on the event loop
+ * (`WalFile.appendDurableNow`) instead of through libuv's thread pool, whose round trip
+ * (wake a pool thread, then wake the loop when it is done) is pure latency for a node that
+ * has nothing to do until the write is durable. An inline write that takes long (a slow
+ * disk) turns them off for a while, so a slow disk does not hold the event loop write after write.
+ *
  * Positions: every record gets its (segment, offset) when it is queued, not when it is
  * written, so `position()` is exact even with records still queued. Positions never go
  * backwards, not even after a failed write (the WAL then moves on to a fresh segment), so
@@ -111,7 +118,35 @@ export interface WalOptions {
   /** How to run the flush "at the end of this turn". Default: setImmediate. */
   readonly scheduleFlush?: (flush: () => void) => void;
   readonly onFlush?: (stats: FlushStats) => void;
+  /** The largest flush written inline (see WalWriteMode). Default INLINE_BYTES_MAX; 0: never. */
+  readonly inlineBytesMax?: number;
+  /** A clock in milliseconds, to time inline writes. Default: performance.now. */
+  readonly now?: () => number;
 }
+
+/**
+ * How an enqueue's records reach the disk:
+ * - 'pooled' (the default): a flush starts at the end of the turn and writes them through
+ *   the file's `appendDurable` (libuv's thread pool on the real disk);
+ * - 'inline': the same, but the flush may be written on the event loop (`appendDurableNow`)
+ *   when none of its records is 'pooled', it is at most `inlineBytesMax` and no inline write
+ *   was slow lately (INLINE_SLOW_MS);
+ * - 'lazy': starts no flush; the records wait for the next enqueue that does (or for
+ *   `close`). For records whose loss in a crash is harmless (a Raft commit index, which is
+ *   recomputed), so that they cost no durable write of their own.
+ */
+export type WalWriteMode = 'pooled' | 'inline' | 'lazy';
+
+/**
+ * Flushes up to this size may be written inline: a one-at-a-time publish's entry (about
+ * 1.2 KB) and what a few queues add in one turn, not the batches of a busy node, whose
+ * write would hold the event loop for longer and which overlap better with the loop's other
+ * work (docs/architecture.md, Performance).
+ */
+export const INLINE_BYTES_MAX = 16 * 1024;
+/** An inline write slower than this (ms) stops inline writes for INLINE_HOLD_MS. */
+export const INLINE_SLOW_MS = 10;
+export const INLINE_HOLD_MS = 10_000;
 
 /** Called for every valid record during recovery, in log order. */
 export type ReplayVisitor = (record: WalRecord, position: WalPosition) => void;
@@ -228,7 +263,7 @@ export class Wal {
   private pending: Pending[] = [];
   private flushing = false;
   private flushScheduled = false;
-  /** Something queued asked for a flush (see `enqueue`'s `lazy`). */
+  /** Something queued asked for a flush (any WalWriteMode but 'lazy'). */
   private urgent = false;
   /** First segment the in-flight flush writes to: its records are not acknowledged yet. */
   private inFlightFirstSeq: number | null = null;
@@ -237,6 +272,12 @@ export class Wal {
   private readonly segmentBytesMax: number;
   private readonly scheduleFlush: (flush: () => void) => void;
   private readonly arenas = new EncodeArenas(ENCODE_ARENA_BYTES);
+  private readonly inlineBytesMax: number;
+  private readonly now: () => number;
+  /** Something queued for the next flush must be written through the pool (WalWriteMode 'pooled'). */
+  private pooledQueued = false;
+  /** No inline write before this time (`now`): one was slow. */
+  private inlineHeldUntil = Number.NEGATIVE_INFINITY;
   /** The highest segment number found on disk when opened (0: none). */
   private lastSeqOnDisk = 0;
 
@@ -248,6 +289,8 @@ export class Wal {
   ) {
     this.segmentBytesMax = options.segmentBytesMax ?? SEGMENT_BYTES_MAX_DEFAULT;
     this.scheduleFlush = options.scheduleFlush ?? ((flush) => setImmediate(flush));
+    this.inlineBytesMax = options.inlineBytesMax ?? INLINE_BYTES_MAX;
+    this.now = options.now ?? (() => performance.now());
     this.active = active;
     this.activeFile = activeFile;
     this.nextSeq = active.seq;
@@ -345,19 +388,18 @@ export class Wal {
    * Queues records; the next flush writes them durably, in order. Throws (synchronously) if
    * the WAL cannot accept them. `onDurable` runs synchronously when the records are durable,
    * before the promise resolves and before the flush is over, so bookkeeping that depends on
-   * durability can never be observed half-done. A `lazy` enqueue does not start a flush: its
-   * records wait for the next enqueue that does (or for `close`). It is for records whose
-   * loss in a crash is harmless (a Raft commit index, which is recomputed), so that they cost
-   * no durable write of their own.
+   * durability can never be observed half-done. `mode`: how the records reach the disk (see
+   * WalWriteMode).
    */
-  enqueue(records: readonly WalRecord[], onDurable?: () => void, lazy = false): Enqueued {
+  enqueue(records: readonly WalRecord[], onDurable?: () => void, mode: WalWriteMode = 'pooled'): Enqueued {
     this.assertAppendable();
     assert(records.length > 0, 'enqueue of no records');
     const positions = this.place(records, encodeRecords(records, this.arenas.allocate));
     const durable = new Promise<void>((resolve, reject) => {
       this.pending.push({ records: records.length, onDurable, resolve, reject });
     });
-    if (!lazy) {
+    if (mode === 'pooled') this.pooledQueued = true;
+    if (mode !== 'lazy') {
       this.urgent = true;
       this.kick();
     }
@@ -493,8 +535,10 @@ export class Wal {
       this.queue = [];
       this.pending = [];
       this.urgent = false;
+      const inline = !this.pooledQueued;
+      this.pooledQueued = false;
       this.arenas.switch();
-      await this.flushBatch(chunks, pending);
+      await this.flushBatch(chunks, pending, inline);
     }
     this.flushing = false;
     if (!this.flushScheduled) {
@@ -504,12 +548,12 @@ export class Wal {
     }
   }
 
-  private async flushBatch(chunks: readonly Chunk[], pending: readonly Pending[]): Promise<void> {
+  private async flushBatch(chunks: readonly Chunk[], pending: readonly Pending[], inline: boolean): Promise<void> {
     this.inFlightFirstSeq = chunks[0]!.seq;
     let error: Error | null = null;
     try {
       for (const chunk of chunks) {
-        error = await this.writeChunk(chunk);
+        error = await this.writeChunk(chunk, inline);
         if (error !== null) break;
       }
     } catch (bug) {
@@ -525,8 +569,8 @@ export class Wal {
     this.options.onFlush?.(flushStats(chunks, pending));
   }
 
-  /** Writes one chunk durably; returns the error that fails the batch, if any. */
-  private async writeChunk(chunk: Chunk): Promise<Error | null> {
+  /** Writes one chunk durably (`inline`: on the event loop if it may); returns the error that fails the batch, if any. */
+  private async writeChunk(chunk: Chunk, inline: boolean): Promise<Error | null> {
     if (chunk.seq !== this.active.seq) {
       const error = await this.roll(chunk.seq);
       if (error !== null) return error;
@@ -535,7 +579,7 @@ export class Wal {
     assert(file !== null, 'no active segment file');
     assert(this.active.bytes === chunk.offset, () => `chunk at ${chunk.offset}, segment ends at ${this.active.bytes}`);
     try {
-      await file.appendDurable(chunk.bufs);
+      if (!(inline && this.writeInline(file, chunk))) await file.appendDurable(chunk.bufs);
     } catch (cause) {
       // A write the file system refused (no space...) is cut away and the batch rejected.
       // Anything else may have failed while reaching the disk: like a failed fdatasync,
@@ -545,6 +589,20 @@ export class Wal {
     }
     this.active.absorb(chunk);
     return null;
+  }
+
+  /**
+   * Writes the chunk on the event loop if it is small enough, the file can and no inline
+   * write was slow lately: true when it is durable, false when it was not written. Throws
+   * what the write threw.
+   */
+  private writeInline(file: WalFile, chunk: Chunk): boolean {
+    if (file.appendDurableNow === undefined || chunk.bytes > this.inlineBytesMax) return false;
+    const start = this.now();
+    if (start < this.inlineHeldUntil) return false;
+    if (!file.appendDurableNow(chunk.bufs)) return false;
+    if (this.now() - start > INLINE_SLOW_MS) this.inlineHeldUntil = start + INLINE_HOLD_MS;
+    return true;
   }
 
   /**

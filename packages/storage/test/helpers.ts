@@ -88,7 +88,12 @@ export async function turns(n: number): Promise<void> {
  * datasync/write until they resolve.
  */
 export class InstrumentedFs implements StoreFs {
-  readonly calls = { appendDurable: 0, writev: 0, write: 0, datasync: 0, truncate: 0, openAppend: 0, syncDir: 0, unlink: 0, readSync: 0 };
+  readonly calls = { appendDurable: 0, appendDurableNow: 0, writev: 0, write: 0, datasync: 0, truncate: 0, openAppend: 0, syncDir: 0, unlink: 0, readSync: 0 };
+  /** `appendDurableNow` answers false (the file cannot take the write now). */
+  inlineRefused = false;
+  /** A clock (ms) for the WAL's `now`; each `appendDurableNow` advances it by `inlineWriteMs`. */
+  clockMs = 0;
+  inlineWriteMs = 0;
   readFault: Error | null = null;
   writeFault: WriteFault | null = null;
   datasyncFault: Error | null = null;
@@ -157,6 +162,19 @@ class InstrumentedFile implements WalFile {
     this.fs.calls.appendDurable++;
     await this.writev(data);
     await this.datasync();
+  }
+  /** Counted as one appendDurableNow; the write fault applies (its partial bytes really reach the file), gates do not. */
+  appendDurableNow(data: readonly Uint8Array[]): boolean {
+    this.fs.calls.appendDurableNow++;
+    if (this.fs.inlineRefused) return false;
+    this.fs.clockMs += this.fs.inlineWriteMs;
+    const inline = this.inner.appendDurableNow?.bind(this.inner);
+    if (inline === undefined) return false;
+    const fault = this.fs.writeFault;
+    if (fault === null) return inline(data);
+    const all = Buffer.concat(data.map((buf) => Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)));
+    inline([all.subarray(0, Math.min(fault.partialBytes, all.length))]);
+    throw fault.error;
   }
   truncate(length: number): Promise<void> {
     this.fs.calls.truncate++;

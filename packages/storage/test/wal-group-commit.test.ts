@@ -109,7 +109,7 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
     const { wal, fs, flushes } = await open(dir);
     resetCalls(fs);
     let lazyDurable = false;
-    const lazy = wal.enqueue([hardStateRecord('g', { term: 1, vote: null, commit: 1 })], undefined, true);
+    const lazy = wal.enqueue([hardStateRecord('g', { term: 1, vote: null, commit: 1 })], undefined, 'lazy');
     void lazy.durable.then(() => (lazyDurable = true));
     await turns(10);
     expect(fs.calls.writev + fs.calls.write).toBe(0);
@@ -124,7 +124,7 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
     fs.datasyncGate = held.promise;
     const urgent = wal.append([entryRecord('g', 3)]);
     await until(() => fs.calls.datasync === 2);
-    const late = wal.enqueue([hardStateRecord('g', { term: 1, vote: null, commit: 3 })], undefined, true);
+    const late = wal.enqueue([hardStateRecord('g', { term: 1, vote: null, commit: 3 })], undefined, 'lazy');
     fs.datasyncGate = null;
     held.open();
     await urgent;

@@ -278,6 +278,7 @@ export class BrokerSimulation implements SimCluster {
         snapshotInterval: config.snapshotInterval,
         segmentBytesMax: 64 * 1024,
         scheduleFlush: (flush) => this.scheduler.after(0, `walFlush ${id}`, () => alive() && flush()),
+        now: () => this.scheduler.now,
         logger: { warn: () => {} },
       }),
       // Small segments and cache, so that compaction, reclaiming and disk reads happen.
