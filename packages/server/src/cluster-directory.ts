@@ -4,6 +4,14 @@
  * (cluster-nodes.ts). A removed node is no peer: its calls are refused and its messages
  * dropped. The transport, the peer authenticator, the liveness watch and the service read
  * it; the node refreshes it when the registry changes.
+ *
+ * A node this one's registry does not name may introduce itself (`introduce`: an
+ * authenticated peer call that carries its peer address): this node may have been away, or
+ * have lost the end of its metadata log to damage (repair.ts), while that node joined, and
+ * only the metadata that node may now lead can tell it so. Such a peer is reachable and its
+ * messages are stepped, but it is no active node (no replica is placed on it) and no seed of
+ * a membership command, until the registry names it; one the registry names as removed
+ * cannot introduce itself.
  */
 import type { NodeId } from '@quorumq/raft';
 
@@ -15,6 +23,10 @@ export class ClusterDirectory {
   private readonly listeners: Array<(added: readonly NodeId[], removed: readonly NodeId[]) => void> = [];
   /** Whether the registry names the nodes (see ClusterNodes.managed). */
   private registryManaged = false;
+  /** Peers that introduced themselves and that the registry does not name yet, with their peer addresses. */
+  private readonly introduced = new Map<NodeId, string>();
+  /** The nodes the registry names as removed: they cannot introduce themselves. */
+  private removed: ReadonlySet<NodeId> = new Set();
 
   constructor(
     readonly selfId: NodeId,
@@ -53,7 +65,36 @@ export class ClusterDirectory {
   /** The nodes this one knows, for a membership command of an unmanaged cluster (ClusterNodes.seed). */
   seed(): SeedNode[] | undefined {
     if (this.registryManaged) return undefined;
-    return this.ids().map((id) => ({ id, peerAddress: this.addresses.get(id)! }));
+    return this.ids()
+      .filter((id) => !this.introduced.has(id))
+      .map((id) => ({ id, peerAddress: this.addresses.get(id)! }));
+  }
+
+  /** Whether the configuration or the registry names `id` (a node of the cluster, not only introduced). */
+  names(id: NodeId): boolean {
+    return this.addresses.has(id) && !this.introduced.has(id);
+  }
+
+  /** Whether `id` is here only because it introduced itself (see above). */
+  isIntroduced(id: NodeId): boolean {
+    return this.introduced.has(id);
+  }
+
+  /**
+   * An authenticated peer `id` told its peer address. True when `id` is a node of the
+   * cluster now: one this directory had, or one it admits from now on (not this node, not
+   * removed). The caller checked the address (peerAddressProblem).
+   */
+  introduce(id: NodeId, peerAddress: string): boolean {
+    if (id === this.selfId) return false;
+    if (this.addresses.has(id)) return true;
+    if (this.removed.has(id)) return false;
+    this.introduced.set(id, peerAddress);
+    const addresses = new Map(this.addresses);
+    addresses.set(id, peerAddress);
+    this.addresses = addresses;
+    for (const listener of this.listeners) listener([id], []);
+    return true;
   }
 
   get managed(): boolean {
@@ -71,12 +112,22 @@ export class ClusterDirectory {
     if (!registry.managed) return;
     const addresses = new Map<NodeId, string>();
     const active = new Set<NodeId>();
+    const removedIds = new Set<NodeId>();
     for (const node of registry.all()) {
-      if (node.state === 'removed') continue;
+      if (node.state === 'removed') {
+        removedIds.add(node.id);
+        continue;
+      }
       // The address this node was configured with wins: peers may see each other under other names.
       addresses.set(node.id, this.configured.get(node.id) ?? node.peerAddress);
       if (node.state === 'active') active.add(node.id);
     }
+    // An introduced peer stays until the registry names it (then as the registry says).
+    for (const [id, address] of this.introduced) {
+      if (addresses.has(id) || removedIds.has(id)) this.introduced.delete(id);
+      else addresses.set(id, address);
+    }
+    this.removed = removedIds;
     const added = [...addresses.keys()].filter((id) => !this.addresses.has(id) || this.addresses.get(id) !== addresses.get(id));
     const removed = [...this.addresses.keys()].filter((id) => !addresses.has(id));
     this.addresses = addresses;

@@ -87,7 +87,7 @@ export class MembershipAdmin {
     const node = nodeOf(request.node, 'node');
     this.parts.access.requireAdministrator(principal);
     await this.parts.queueDefinition(request.queue);
-    if (!this.parts.directory.has(node)) throw notFound(Reason.NODE_NOT_FOUND, `node ${node} is not a member of the cluster`);
+    if (!this.parts.directory.names(node)) throw notFound(Reason.NODE_NOT_FOUND, `node ${node} is not a member of the cluster`);
     const command: MetaCommand = kind === 'growQueue' ? { type: kind, name: request.queue, node, ...this.seed } : { type: kind, name: request.queue, node };
     return this.change(principal, command, { queue: request.queue, node });
   }
@@ -101,7 +101,7 @@ export class MembershipAdmin {
   async quorumCritical(request: pb.QuorumCriticalRequest, principal: Principal): Promise<pb.QuorumCriticalResponse.$Properties> {
     const node = nodeOf(request.node, 'node');
     this.parts.access.requireAdministrator(principal);
-    if (!this.parts.directory.has(node)) throw notFound(Reason.NODE_NOT_FOUND, `node ${node} is not a member of the cluster`);
+    if (!this.parts.directory.names(node)) throw notFound(Reason.NODE_NOT_FOUND, `node ${node} is not a member of the cluster`);
     const isUp = (id: NodeId): boolean => this.parts.isUp(id);
     const queues: string[] = [];
     for (const definition of this.parts.queues()) {

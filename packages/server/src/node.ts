@@ -414,6 +414,20 @@ export class BrokerNode {
     return peerCallMetadata(this.nodeId, this.config.clusterSecret);
   }
 
+  /**
+   * An authenticated peer this node's metadata does not name told its peer address: see
+   * ClusterDirectory.introduce. True when it is a node of the cluster now.
+   */
+  introducePeer(peer: NodeId, peerAddress: string): boolean {
+    if (this.directory.has(peer)) return true;
+    if (!this.directory.introduce(peer, peerAddress)) return false;
+    this.logger.warn(
+      { peer, peerAddress, metadataApplied: this.meta.appliedIndex },
+      'admitted a peer the metadata here does not name yet (it joined while this node was away, or this node repaired its metadata log); until the metadata names it, it is reachable but holds no new replicas',
+    );
+    return true;
+  }
+
   /** An authenticated peer told its client address (on its Raft stream). */
   learnClientAddress(peer: NodeId, address: string): void {
     if (peer === this.nodeId || !this.directory.has(peer)) return;

@@ -16,6 +16,7 @@ import { Metadata, status as Status } from '@grpc/grpc-js';
 import { PEER_NODE_ID_METADATA, PEER_SECRET_METADATA } from '@quorumq/proto/errors';
 import type { NodeId } from '@quorumq/raft';
 
+import { nodeIdProblem, peerAddressProblem } from './cluster-nodes.js';
 import { certificateNames, verifiedPeerCertificate, type CallWithAuthContext } from './tls-identity.js';
 
 // The metadata keys of the caller's node id and of the cluster secret (the wire contract's).
@@ -27,13 +28,21 @@ export { PEER_NODE_ID_METADATA, PEER_SECRET_METADATA };
  */
 export const PEER_CLIENT_ADDRESS_METADATA = 'quorumq-client-address';
 
+/**
+ * The calling node's peer address (where its peer listener is), sent on every peer call: a
+ * node whose metadata does not name the caller yet admits it with that address
+ * (ClusterDirectory.introduce), so that it can answer.
+ */
+export const PEER_ADDRESS_METADATA = 'quorumq-peer-address';
+
 export const UNAUTHENTICATED_PEER = 'peer services are for the nodes of this cluster: the call has no valid cluster credentials';
 
 /** The metadata a node sends with each of its peer calls. */
-export function peerCallMetadata(selfId: NodeId, secret: string | null, clientAddress?: string): Metadata {
+export function peerCallMetadata(selfId: NodeId, secret: string | null, clientAddress?: string, peerAddress?: string): Metadata {
   const metadata = new Metadata();
   metadata.set(PEER_NODE_ID_METADATA, selfId);
   if (secret !== null) metadata.set(PEER_SECRET_METADATA, secret);
+  if (peerAddress !== undefined) metadata.set(PEER_ADDRESS_METADATA, peerAddress);
   if (clientAddress !== undefined) metadata.set(PEER_CLIENT_ADDRESS_METADATA, clientAddress);
   return metadata;
 }
@@ -59,8 +68,12 @@ export class PeerAuthenticator {
 
   constructor(
     private readonly selfId: NodeId,
-    /** The cluster's nodes now (cluster-directory.ts): a removed node's calls are refused. */
-    private readonly peers: { has(id: NodeId): boolean },
+    /**
+     * The cluster's nodes now (cluster-directory.ts): a removed node's calls are refused. A
+     * node they do not name is admitted when it tells its peer address and `introduce`
+     * accepts it (ClusterDirectory.introduce).
+     */
+    private readonly peers: { has(id: NodeId): boolean; introduce?(id: NodeId, peerAddress: string): boolean },
     secret: string | null,
     /** The peer listener requires client certificates from the cluster CA (peer mutual TLS). */
     private readonly mutualTls = false,
@@ -76,12 +89,20 @@ export class PeerAuthenticator {
     const claimed = single(call.metadata, PEER_NODE_ID_METADATA);
     // The secret is checked first and always, so a refusal takes as long whatever the id.
     const secretOk = this.secretDigest === null || (presented !== null && timingSafeEqual(digest(presented), this.secretDigest));
-    if (!secretOk || claimed === null || claimed === this.selfId || !this.peers.has(claimed)) return null;
+    if (!secretOk || claimed === null || claimed === this.selfId || nodeIdProblem(claimed) !== null) return null;
     if (this.mutualTls) {
       const cert = verifiedPeerCertificate(call);
       if (cert === null || !certificateNames(cert).includes(claimed)) return null;
     }
-    return claimed;
+    return this.peers.has(claimed) || this.introduces(call, claimed) ? claimed : null;
+  }
+
+  /** Whether the authenticated `claimed`, which the directory does not name, is admitted by the peer address it tells. */
+  private introduces(call: PeerCall, claimed: NodeId): boolean {
+    const introduce = this.peers.introduce;
+    if (introduce === undefined) return false;
+    const address = single(call.metadata, PEER_ADDRESS_METADATA);
+    return address !== null && peerAddressProblem(address) === null && introduce.call(this.peers, claimed, address);
   }
 }
 

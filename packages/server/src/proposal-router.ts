@@ -38,7 +38,7 @@ export interface RouterParts {
   readonly env: NodeEnv;
   readonly config: Pick<NodeConfig, 'nodeId' | 'requestTimeoutMs' | 'electionTicks' | 'tickMs'>;
   /** The cluster's nodes now (cluster-directory.ts). */
-  readonly directory: Pick<ClusterDirectory, 'ids' | 'has' | 'peerAddress'>;
+  readonly directory: Pick<ClusterDirectory, 'ids' | 'has' | 'names' | 'peerAddress'>;
   readonly link: Pick<PeerLink, 'propose'>;
   readonly metrics: NodeMetrics;
   readonly meta: MetaMachine;
@@ -188,7 +188,7 @@ export class ProposalRouter {
     if (!parsed.ok) return parsed;
     const command = parsed.command;
     if (command.type !== 'declareQueue' || command.passive) return parsed;
-    const stranger = command.members.find((member) => !this.parts.directory.has(member));
+    const stranger = command.members.find((member) => !this.parts.directory.names(member));
     return stranger === undefined ? parsed : { ok: false, problem: `declareQueue: ${stranger} is not a node of this cluster` };
   }
 

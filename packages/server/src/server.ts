@@ -220,7 +220,8 @@ function peerServerOf(
   const logger = node.logger;
   const server = new Server(serverOptions);
   // The cluster's nodes now: a node added later is served, a removed one refused.
-  const authenticator = new PeerAuthenticator(config.nodeId, node.directory, config.clusterSecret, credentials.mutualTls);
+  const peers = { has: (id: string): boolean => node.directory.has(id), introduce: (id: string, peerAddress: string): boolean => node.introducePeer(id, peerAddress) };
+  const authenticator = new PeerAuthenticator(config.nodeId, peers, config.clusterSecret, credentials.mutualTls);
   const refusedCall = (call: 'raft_stream' | 'propose_batch' | 'fetch_bodies' | 'broker', claimed: string): void => {
     node.metrics.peerCallsRefused.inc({ call });
     node.warnings.warn(

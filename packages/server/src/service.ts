@@ -1011,7 +1011,7 @@ export class BrokerApi {
       reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
       memoryAlarm: id === this.node.nodeId ? this.node.memoryAlarm : false,
-      state: this.node.meta.nodes.get(id)?.state ?? 'active',
+      state: this.node.directory.isIntroduced(id) ? 'introduced' : (this.node.meta.nodes.get(id)?.state ?? 'active'),
       peerAddress: this.node.directory.peerAddress(id) ?? '',
       voter: metaConfig.voters.includes(id),
     }));

@@ -139,8 +139,10 @@ export class PeerTransport {
     if (secret === null && !this.credentials.mutualTls && [...peers.keys()].some((id) => id !== selfId)) {
       throw new Error('a node with peers needs a cluster secret or peer mutual TLS');
     }
-    this.metadata = peerCallMetadata(selfId, secret);
-    this.streamMetadata = peerCallMetadata(selfId, secret, channels.clientAddress);
+    // This node's peer address goes with every call: a peer that does not know this node yet admits it by it.
+    const ownPeerAddress = peers.get(selfId);
+    this.metadata = peerCallMetadata(selfId, secret, undefined, ownPeerAddress);
+    this.streamMetadata = peerCallMetadata(selfId, secret, channels.clientAddress, ownPeerAddress);
     for (const [id, address] of peers) if (id !== selfId) this.links.set(id, this.linkTo(id, address));
   }
 

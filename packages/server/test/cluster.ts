@@ -11,7 +11,17 @@ export class TestCluster {
   private constructor(readonly local: LocalCluster) {}
 
   static async start(options: LocalClusterOptions = {}): Promise<TestCluster> {
-    return new TestCluster(await LocalCluster.start({ ...options, env: { QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576', ...options.env } }));
+    return new TestCluster(await LocalCluster.start(TestCluster.options(options)));
+  }
+
+  /** The options every test cluster's nodes get, with `options`. */
+  static options(options: LocalClusterOptions = {}): LocalClusterOptions {
+    return { ...options, env: { QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576', ...options.env } };
+  }
+
+  /** A cluster the test prepared and started itself (made with `options`). */
+  static of(local: LocalCluster): TestCluster {
+    return new TestCluster(local);
   }
 
   get nodes() {

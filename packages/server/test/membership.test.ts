@@ -102,6 +102,53 @@ describe('nodes', () => {
     expect(directory.has('n3')).toBe(false);
     expect(seen).toEqual(['+n4 -', '+ -n3']);
   });
+
+  it('a node the registry here does not name may introduce itself until the registry names it; a removed one may not', () => {
+    // This node was away (or repaired its metadata log) while n4 joined and n2 left: its
+    // registry names n1, n2, n3 only, and n4 may lead the metadata now.
+    const m = withQueues();
+    const directory = new ClusterDirectory('n3', new Map([['n1', 'h1:8001'], ['n2', 'h2:8001'], ['n3', 'h3:8001']]));
+    const seen: string[] = [];
+    directory.onChange((added, removed) => seen.push(`+${added.join(',')} -${removed.join(',')}`));
+    expect(directory.introduce('n3', 'h3:9999')).toBe(false);
+    expect(directory.introduce('n1', 'elsewhere:1')).toBe(true);
+    expect(directory.peerAddress('n1')).toBe('h1:8001');
+    expect(directory.introduce('n4', 'h4:8001')).toBe(true);
+    expect(directory.has('n4')).toBe(true);
+    expect(directory.isIntroduced('n4')).toBe(true);
+    expect(directory.names('n4')).toBe(false);
+    expect(directory.names('n1')).toBe(true);
+    expect(directory.peerAddress('n4')).toBe('h4:8001');
+    // Reachable, but no place for replicas and no seed of a membership command.
+    expect(directory.activeIds()).toEqual(['n1', 'n2', 'n3']);
+    expect(directory.seed()?.map((node) => node.id)).toEqual(['n1', 'n2', 'n3']);
+    // A registry that does not name it yet keeps it.
+    m.apply({ type: 'addNode', id: 'n5', peerAddress: 'h5:8001', seed: SEED });
+    directory.refresh(m.meta.nodes);
+    expect(directory.ids()).toEqual(['n1', 'n2', 'n3', 'n4', 'n5']);
+    expect(directory.isIntroduced('n4')).toBe(true);
+    // Once the registry names it, the registry's record holds.
+    m.apply({ type: 'addNode', id: 'n4', peerAddress: 'h4:8001' });
+    directory.refresh(m.meta.nodes);
+    expect(directory.isIntroduced('n4')).toBe(false);
+    expect(directory.names('n4')).toBe(true);
+    expect(directory.activeIds()).toEqual(['n1', 'n2', 'n3', 'n4', 'n5']);
+    // A node the registry removed cannot come back by introducing itself.
+    m.apply({ type: 'removeNode', id: 'n2', replacement: 'n4' });
+    m.apply({ type: 'nodeRemoved', id: 'n2' });
+    directory.refresh(m.meta.nodes);
+    expect(directory.has('n2')).toBe(false);
+    expect(directory.introduce('n2', 'h2:8001')).toBe(false);
+    expect(directory.has('n2')).toBe(false);
+    // An introduced node the registry then removes goes.
+    expect(directory.introduce('n6', 'h6:8001')).toBe(true);
+    m.apply({ type: 'addNode', id: 'n6', peerAddress: 'h6:8001' });
+    m.apply({ type: 'removeNode', id: 'n6' });
+    m.apply({ type: 'nodeRemoved', id: 'n6' });
+    directory.refresh(m.meta.nodes);
+    expect(directory.has('n6')).toBe(false);
+    expect(seen).toEqual(['+n4 -', '+n5 -', '+ -n2', '+n6 -', '+ -n6']);
+  });
 });
 
 describe('queue members', () => {

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { GroupMessage } from '../src/raft-codec.js';
 import type { PeerCertificate } from 'node:tls';
 
+import { ClusterDirectory } from '../src/cluster-directory.js';
 import { PeerAuthenticator, type PeerCall } from '../src/peer-auth.js';
 import { PeerTransport, raftStreamHandler, type RaftRefusal } from '../src/transport.js';
 import { DEFERRED_APPEND_ENTRIES_MAX, DEFERRED_APPEND_MS, HEDGE_AFTER_MS } from '../src/append-fanout.js';
@@ -343,6 +344,29 @@ describe('peer authentication', () => {
     expect(both.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': SECRET }, certificate('n2')))).toBe('n2');
     expect(both.authenticate(metadata({ 'quorumq-node-id': 'n2' }, certificate('n2')))).toBeNull();
     expect(both.authenticate(metadata({ 'quorumq-node-id': 'n2', 'quorumq-cluster-secret': SECRET }))).toBeNull();
+  });
+
+  it('a node the directory does not name is admitted by the peer address it tells, when the directory introduces it', () => {
+    const directory = new ClusterDirectory('n1', PEERS);
+    const introducing = new PeerAuthenticator('n1', directory, SECRET);
+    const tlsIntroducing = new PeerAuthenticator('n1', new ClusterDirectory('n1', PEERS), null, true);
+    const n4 = { 'quorumq-node-id': 'n4', 'quorumq-cluster-secret': SECRET };
+    // No address, a malformed one, two of them, or the wrong secret: refused, and nobody is introduced.
+    expect(introducing.authenticate(metadata(n4))).toBeNull();
+    expect(introducing.authenticate(metadata({ ...n4, 'quorumq-peer-address': 'no-port' }))).toBeNull();
+    expect(introducing.authenticate(metadata({ ...n4, 'quorumq-peer-address': ['h4:1', 'h5:1'] }))).toBeNull();
+    expect(introducing.authenticate(metadata({ ...n4, 'quorumq-cluster-secret': `${SECRET}x`, 'quorumq-peer-address': 'h4:7001' }))).toBeNull();
+    expect(introducing.authenticate(metadata({ 'quorumq-node-id': 'bad id', 'quorumq-cluster-secret': SECRET, 'quorumq-peer-address': 'h4:7001' }))).toBeNull();
+    expect(directory.has('n4')).toBe(false);
+    // With its address: admitted, and reachable there.
+    expect(introducing.authenticate(metadata({ ...n4, 'quorumq-peer-address': 'h4:7001' }))).toBe('n4');
+    expect(directory.peerAddress('n4')).toBe('h4:7001');
+    expect(directory.activeIds()).toEqual(['n1', 'n2', 'n3']);
+    // Mutual TLS: the certificate is checked first; a certificate for another name introduces nobody.
+    expect(tlsIntroducing.authenticate(metadata({ 'quorumq-node-id': 'n5', 'quorumq-peer-address': 'h5:7001' }, certificate('n6', ['n6'])))).toBeNull();
+    expect(tlsIntroducing.authenticate(metadata({ 'quorumq-node-id': 'n5', 'quorumq-peer-address': 'h5:7001' }, certificate('n5', ['n5'])))).toBe('n5');
+    // A plain set of peers introduces nobody.
+    expect(auth.authenticate(metadata({ ...n4, 'quorumq-peer-address': 'h4:7001' }))).toBeNull();
   });
 
   it('a node without a secret (a single node) refuses every peer call', () => {

@@ -11,7 +11,7 @@
  * message may be replaced by a newer one of its key, but the last confirmed one of each key
  * is acked), and every replica of a queue holds the same state.
  */
-import { BrokerNode, DEFAULTS, NodeMetrics, type LocalQueue, type NodeConfig, type OutgoingDelivery } from '@quorumq/server/core';
+import { BrokerNode, DEFAULTS, NodeMetrics, type GroupMessage, type LocalQueue, type NodeConfig, type OutgoingDelivery } from '@quorumq/server/core';
 import { quorumq } from '@quorumq/proto';
 import { stateHash, type Command } from '@quorumq/queue';
 import { createRandom, type NodeId, type PlantedBug, type Random } from '@quorumq/raft';
@@ -191,8 +191,21 @@ export class BrokerSimulation implements SimCluster {
       storageFaultRate: pick([0, 0.5]),
     };
     this.disk = new FakeDisk(this.scheduler, this.random);
-    this.network = new SimNetwork(this.scheduler, this.random, (envelope) => this.live(envelope.message.to)?.receive(envelope), (line) => this.traceLine(line));
+    this.network = new SimNetwork(this.scheduler, this.random, (envelope) => this.deliver(envelope), (line) => this.traceLine(line));
     this.network.faults = this.profile.network;
+  }
+
+  /**
+   * A message reaches its node as a real peer stream's would: the stream tells the sender's
+   * peer address, by which a node that does not know the sender yet admits it
+   * (BrokerNode.introducePeer, as the peer authenticator does); one it refuses is dropped.
+   */
+  private deliver(envelope: GroupMessage): void {
+    const node = this.live(envelope.message.to);
+    if (node === null) return;
+    const from = envelope.message.from;
+    if (!node.directory.has(from) && !node.introducePeer(from, `${from}:0`)) return;
+    node.receive(envelope);
   }
 
   faults(): NetworkFaults {
