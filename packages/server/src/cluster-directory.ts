@@ -62,11 +62,15 @@ export class ClusterDirectory {
     return this.addresses;
   }
 
-  /** The nodes this one knows, for a membership command of an unmanaged cluster (ClusterNodes.seed). */
-  seed(): SeedNode[] | undefined {
+  /**
+   * The nodes this one knows, for a membership command of an unmanaged cluster
+   * (ClusterNodes.seed). Without this node when `selfIsMember` is false: a joining node's
+   * `peers` name itself and the running nodes, and it is no node of the cluster until added.
+   */
+  seed(selfIsMember = true): SeedNode[] | undefined {
     if (this.registryManaged) return undefined;
     return this.ids()
-      .filter((id) => !this.introduced.has(id))
+      .filter((id) => !this.introduced.has(id) && (selfIsMember || id !== this.selfId))
       .map((id) => ({ id, peerAddress: this.addresses.get(id)! }));
   }
 

@@ -24,6 +24,8 @@ export interface MembershipAdminParts {
   readonly access: AccessControl;
   /** The metadata group's voters as this node knows them. */
   metaVoters(): readonly NodeId[];
+  /** Whether this node's metadata replica is a member of its group (a joining node's is not until added). */
+  isMetaMember(): boolean;
   queues(): Iterable<QueueDefinition>;
   localQueue(name: string): LocalQueue | undefined;
   queueDefinition(name: string): Promise<QueueDefinition>;
@@ -61,7 +63,7 @@ export class MembershipAdmin {
   }
 
   private get seed(): { seed?: { id: NodeId; peerAddress: string }[] } {
-    const seed = this.parts.directory.seed();
+    const seed = this.parts.directory.seed(this.parts.isMetaMember());
     return seed === undefined ? {} : { seed };
   }
 

@@ -51,7 +51,7 @@ export interface RouterParts {
 }
 
 type Located<G> = { groupId: string; local: G | null; members: readonly NodeId[] };
-type Leading = Pick<RaftGroup<unknown>, 'isLeader' | 'leaderId' | 'whenLeaderOtherThan'>;
+type Leading = Pick<RaftGroup<unknown>, 'isLeader' | 'leaderId' | 'isMember' | 'whenLeaderOtherThan'>;
 
 export class ProposalRouter {
   /** Batches of commands to queues this node does not lead, by queue name. */
@@ -269,7 +269,9 @@ export class ProposalRouter {
       const { groupId, local, members } = locate();
       try {
         if (local?.isLeader) return await proposeHere(local, deadline);
-        const leader = local?.leaderId ?? hint ?? (local === null ? (members[attempt % members.length] ?? null) : null);
+        // Without a replica here, or with one that is no member yet (a joining node's: it hears
+        // from no leader), the members are asked in turn; one that does not lead names its leader.
+        const leader = local?.leaderId ?? hint ?? (local === null || !local.isMember ? (members[attempt % members.length] ?? null) : null);
         if (leader !== null && leader !== this.nodeId) {
           const remaining = Math.max(100, deadline - env.now());
           const forwarded = this.parts.link.propose(leader, groupId, forwardData, remaining);

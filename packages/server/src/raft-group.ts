@@ -338,6 +338,15 @@ export class RaftGroup<R> {
     return this.softState.leaderId;
   }
 
+  /**
+   * Whether this replica is a member (voter or learner) of the latest configuration it knows.
+   * A joining node's replica is not until its leader's appends bring one naming it: it hears
+   * from no leader, so whoever proposes through it must find the leader among the members.
+   */
+  get isMember(): boolean {
+    return this.raft.hasMember(this.options.nodeId);
+  }
+
   get appliedIndex(): number {
     return this.machineIndex;
   }

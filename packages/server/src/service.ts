@@ -178,6 +178,7 @@ export class BrokerApi {
       directory: node.directory,
       access: this.access,
       metaVoters: () => node.metaGroup.status().config.voters,
+      isMetaMember: () => node.metaGroup.isMember,
       queues: () => node.knownQueues.values(),
       localQueue: (name) => node.queues.get(name),
       queueDefinition: (name) => node.router.queueDefinition(name),

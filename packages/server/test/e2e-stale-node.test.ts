@@ -5,7 +5,9 @@
  * address n4 tells on its calls (ClusterDirectory.introduce): n3 and n4 elect the metadata's
  * and the queue's leaders, n3 catches up, and every confirmed message is still there.
  * (Before, n3 dropped every message of a node its metadata did not name, and the cluster
- * stayed without a metadata leader until n1 came back.)
+ * stayed without a metadata leader until n1 came back.) n4 is added through n4 itself: a
+ * joining node forwards the command to the metadata's leader (before, it waited for its own
+ * replica to hear of a leader, which it never does until it is added).
  */
 import { LocalCluster } from '@quorumq/cli';
 import type { QuorumqClient } from '@quorumq/client';
@@ -52,7 +54,10 @@ it('a node away while another joined and replaced a founder rejoins through the 
   const n4 = await cluster.local.prepareJoiner();
   cluster.startNode(n4.id);
   const n1n4 = cluster.client({ nodes: [cluster.local.node('n1').address, n4.address] });
-  expect((await n1n4.addNode(n4.id, n4.peerAddress)).changed).toBe(true);
+  // Added through itself: the joining node, whose metadata replica knows no leader, finds it
+  // among the nodes it was configured with.
+  const viaJoiner = cluster.client({ nodes: [n4.address], leaderRouting: false });
+  expect((await viaJoiner.addNode(n4.id, n4.peerAddress)).changed).toBe(true);
   await cluster.waitHealthy([n4.id]);
   expect((await n1n4.removeNode('n2', { replacement: n4.id })).changed).toBe(true);
   await waitFor(async () => {

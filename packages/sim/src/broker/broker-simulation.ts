@@ -748,7 +748,7 @@ export class BrokerSimulation implements SimCluster {
       retry();
       return;
     }
-    const seed = node.directory.seed();
+    const seed = node.directory.seed(node.metaGroup.isMember);
     const seeded = seed === undefined ? {} : { seed };
     const phase = this.membershipPhase;
     const command =
