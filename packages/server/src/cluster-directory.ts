@@ -17,6 +17,12 @@ import type { NodeId } from '@quorumq/raft';
 
 import type { ClusterNodes, SeedNode } from './cluster-nodes.js';
 
+/**
+ * Peers admitted by their own word at most (see `introduce`): a node rarely misses more than a
+ * few joins, and each one admitted gets a link from this node.
+ */
+export const INTRODUCED_MAX = 16;
+
 export class ClusterDirectory {
   private addresses: ReadonlyMap<NodeId, string>;
   private active: ReadonlySet<NodeId>;
@@ -87,12 +93,13 @@ export class ClusterDirectory {
   /**
    * An authenticated peer `id` told its peer address. True when `id` is a node of the
    * cluster now: one this directory had, or one it admits from now on (not this node, not
-   * removed). The caller checked the address (peerAddressProblem).
+   * removed, and while fewer than INTRODUCED_MAX are). The caller checked the address
+   * (peerAddressProblem).
    */
   introduce(id: NodeId, peerAddress: string): boolean {
     if (id === this.selfId) return false;
     if (this.addresses.has(id)) return true;
-    if (this.removed.has(id)) return false;
+    if (this.removed.has(id) || this.introduced.size >= INTRODUCED_MAX) return false;
     this.introduced.set(id, peerAddress);
     const addresses = new Map(this.addresses);
     addresses.set(id, peerAddress);

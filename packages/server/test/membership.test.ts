@@ -7,7 +7,7 @@
 import type { Entry, RaftStatus } from '@quorumq/raft';
 import { describe, expect, it } from 'vitest';
 
-import { ClusterDirectory } from '../src/cluster-directory.js';
+import { ClusterDirectory, INTRODUCED_MAX } from '../src/cluster-directory.js';
 import { encodeJson } from '../src/json-codec.js';
 import { losesMajorityWithout } from '../src/membership-admin.js';
 import { nextConfigStep } from '../src/member-changes.js';
@@ -150,6 +150,10 @@ describe('nodes', () => {
     directory.refresh(m.meta.nodes);
     expect(directory.has('n6')).toBe(false);
     expect(seen).toEqual(['+n4 -', '+n5 -', '+ -n2', '+n6 -', '+ -n6']);
+    // At most INTRODUCED_MAX at a time.
+    for (let i = 0; i < INTRODUCED_MAX; i++) expect(directory.introduce(`x${i}`, `hx${i}:1`)).toBe(true);
+    expect(directory.introduce('x-one-too-many', 'hx:1')).toBe(false);
+    expect(directory.has('x-one-too-many')).toBe(false);
   });
 });
 
