@@ -836,7 +836,13 @@ export class RaftNode {
         this.becomeFollower(this.term, null);
         return;
       }
-      this.leadTransferee = null;
+      if (this.leadTransferee !== null) {
+        // A transfer that did not finish is given up. A learner that caught up meanwhile was
+        // not promoted (see maybePromoteLearner), and an idle one sends nothing that would
+        // check again: check now, or the group goes quiet with it a learner for good.
+        this.leadTransferee = null;
+        this.promoteCaughtUpLearners();
+      }
     }
     this.retryStalledSnapshots();
     if (this.heartbeatElapsed >= this.options.heartbeatTicks) {
@@ -1278,6 +1284,10 @@ export class RaftNode {
     }
     // A learner that caught up before the commit index (or its own addLearner entry) was
     // committed sends no further ack when idle: re-check promotion now.
+    this.promoteCaughtUpLearners();
+  }
+
+  private promoteCaughtUpLearners(): void {
     for (const learner of this.log.latestConfig().learners) {
       const progress = this.progress.get(learner);
       if (progress !== undefined) this.maybePromoteLearner(learner, progress);

@@ -102,6 +102,30 @@ describe('quiescence', () => {
     c.assertSafe();
   });
 
+  test('a learner that caught up during a leadership transfer that then failed is promoted: the leader does not go quiet with it a learner (regression)', () => {
+    const c = new TestCluster(IDS, { quiesce: true });
+    c.elect('a');
+    c.propose('a', 'x');
+    c.stabilize();
+    c.addNode('d');
+    // The transfer to b never finishes (its TimeoutNow is lost); d catches up meanwhile, when
+    // a leader in a transfer does not promote.
+    c.dropTypes.add('timeoutNow');
+    c.isolate('d');
+    c.raft('a').proposeConfChange({ type: 'addLearner', nodeId: 'd' });
+    run(c, 3);
+    expect(c.raft('a').transferLeadership('b')).toEqual({ ok: true });
+    c.heal();
+    run(c, 5);
+    expect(c.raft('a').status().leadTransferee).toBe('b');
+    expect(c.raft('a').status().progress.get('d')?.match).toBe(c.raft('a').status().commitIndex);
+    run(c, c.electionTicks * 4);
+    expect(c.raft('a').status()).toMatchObject({ role: 'leader', leadTransferee: null });
+    expect(c.raft('a').status().config.voters).toEqual(['a', 'b', 'c', 'd']);
+    expect(quietIds(c)).toEqual([...IDS, 'd']);
+    c.assertSafe();
+  });
+
   test('a quiet follower whose appends were lost stays behind a quiet leader until the driver says its node is back (memberBack)', () => {
     const c = quietGroup();
     expect(quietIds(c)).toEqual(IDS);

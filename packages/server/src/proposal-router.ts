@@ -162,11 +162,22 @@ export class ProposalRouter {
 
   /**
    * Proposes a metadata command and waits until this node has applied it too, so that the
-   * next request this node serves (a publish right after a declare) sees the change.
+   * next request this node serves (a publish right after a declare) sees the change (not on
+   * a joining node, below).
    */
   async proposeMeta(command: MetaCommand): Promise<MetaReply> {
     const checked = this.checkMetaCommand(parseMetaCommand(command));
     if (!checked.ok) return malformedCommand(checked.problem);
+    // A node that is no member of the metadata group (a joining node not added yet, or a
+    // removed one) knows nothing of the cluster's metadata: it places and checks nothing.
+    // Only its own addition may be made through it ("add it from anywhere").
+    if (!this.parts.metaGroup.isMember && command.type !== 'addNode') {
+      throw unavailable(
+        Reason.METADATA_BEHIND,
+        'this node is not a member of the cluster (a node started with --join and not added yet, or a removed one): it has no metadata; ask another node',
+        null,
+      );
+    }
     const data = encodeJson(command);
     const reply = await this.withLeader(
       () => ({ groupId: META_GROUP, local: this.parts.metaGroup, members: this.parts.directory.ids() }),
@@ -176,7 +187,9 @@ export class ProposalRouter {
       'the metadata group',
       () => command.type === 'barrier',
     );
-    if (reply.index !== undefined) await this.metaApplied(reply.index);
+    // A joining node's replica applies nothing until the node is added: its own addition
+    // does not wait for a change it may not apply in time.
+    if (reply.index !== undefined && this.parts.metaGroup.isMember) await this.metaApplied(reply.index);
     return reply;
   }
 

@@ -13,7 +13,7 @@ import { LocalCluster } from '@quorumq/cli';
 import type { QuorumqClient } from '@quorumq/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
-import { TestCluster, waitFor } from './cluster.js';
+import { TestCluster, refusal, waitFor } from './cluster.js';
 
 let cluster: TestCluster;
 const QUEUE = 'orders';
@@ -56,7 +56,16 @@ it('a node away while another joined and replaced a founder rejoins through the 
   const n1n4 = cluster.client({ nodes: [cluster.local.node('n1').address, n4.address] });
   // Added through itself: the joining node, whose metadata replica knows no leader, finds it
   // among the nodes it was configured with.
-  const viaJoiner = cluster.client({ nodes: [n4.address], leaderRouting: false });
+  const viaJoiner = cluster.client({ nodes: [n4.address], leaderRouting: false, failoverTimeoutMs: 0 });
+  // Before it is added it knows no metadata: anything else made through it is refused at once.
+  let refused: Awaited<ReturnType<typeof refusal>> = null;
+  await waitFor(async () => {
+    // (ECONNREFUSED until its client listener is up.)
+    refused = await refusal(viaJoiner.declareQueue('via-joiner'));
+    return refused?.reason !== '';
+  }, 30_000);
+  expect(refused).toMatchObject({ code: 'UNAVAILABLE', reason: 'METADATA_BEHIND' });
+  expect(refused!.message).toContain('not a member of the cluster');
   expect((await viaJoiner.addNode(n4.id, n4.peerAddress)).changed).toBe(true);
   await cluster.waitHealthy([n4.id]);
   expect((await n1n4.removeNode('n2', { replacement: n4.id })).changed).toBe(true);

@@ -413,7 +413,8 @@ export class BrokerSimulation implements SimCluster {
       // updates replace each other.
       for (const consumer of this.consumers) if (!startsAtHeal(consumer.queue) || this.healed) this.subscribe(consumer);
       this.scheduleMoves();
-    } catch {
+    } catch (error) {
+      this.traceLine(`setup failed via ${node.nodeId}: ${error instanceof Error ? error.message : String(error)}`);
       this.scheduler.after(100, 'setup', () => void this.setup());
     }
   }
