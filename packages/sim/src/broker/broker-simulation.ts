@@ -377,8 +377,8 @@ export class BrokerSimulation implements SimCluster {
     this.startNode(id);
   }
 
-  private randomLive(): BrokerNode | null {
-    const live = this.started.map((id) => this.live(id)).filter((n): n is BrokerNode => n !== null);
+  private randomLive(except: NodeId | null = null): BrokerNode | null {
+    const live = this.started.filter((id) => id !== except).map((id) => this.live(id)).filter((n): n is BrokerNode => n !== null);
     return live.length === 0 ? null : live[this.random.nextInt(live.length)]!;
   }
 
@@ -744,7 +744,9 @@ export class BrokerSimulation implements SimCluster {
 
   private membershipStep(): void {
     const retry = (): void => void this.scheduler.after(50 + this.random.nextInt(100), 'membership', () => this.membershipStep());
-    const node = this.randomLive();
+    // As `quorumq cluster remove-node` does, the removal and what follows are asked of the
+    // other nodes: the node removed stops hearing of the cluster (operations.md).
+    const node = this.randomLive(this.membershipPhase === 'adding' ? null : this.leaving);
     if (node === null || !this.setupDone) {
       retry();
       return;
