@@ -99,10 +99,8 @@ export class PeerAuthenticator {
 
   /** Whether the authenticated `claimed`, which the directory does not name, is admitted by the peer address it tells. */
   private introduces(call: PeerCall, claimed: NodeId): boolean {
-    const introduce = this.peers.introduce;
-    if (introduce === undefined) return false;
     const address = single(call.metadata, PEER_ADDRESS_METADATA);
-    return address !== null && peerAddressProblem(address) === null && introduce.call(this.peers, claimed, address);
+    return address !== null && peerAddressProblem(address) === null && (this.peers.introduce?.(claimed, address) ?? false);
   }
 }
 

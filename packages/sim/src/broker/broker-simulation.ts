@@ -204,7 +204,7 @@ export class BrokerSimulation implements SimCluster {
     const node = this.live(envelope.message.to);
     if (node === null) return;
     const from = envelope.message.from;
-    if (!node.directory.has(from) && !node.introducePeer(from, `${from}:0`)) return;
+    if (!node.introducePeer(from, `${from}:0`)) return;
     node.receive(envelope);
   }
 
