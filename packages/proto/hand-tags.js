@@ -41,7 +41,8 @@ export const handTags = Object.freeze({
   SettleBatch: Object.freeze({ settles: 0x0a }),
   // raft.proto: appends to peers (packages/server/src/raft-codec.ts)
   RaftBatch: Object.freeze({ messages: 0x0a }),
-  RaftMessage: Object.freeze({ groupId: 0x0a, from: 0x12, to: 0x1a, term: 0x20, append: 0x72 }),
+  RaftMessage: Object.freeze({ groupId: 0x0a, from: 0x12, to: 0x1a, term: 0x20, append: 0x72, appendResponse: 0x7a }),
+  AppendResponse: Object.freeze({ reject: 0x08, index: 0x10, hintIndex: 0x18, hintTerm: 0x20 }),
   Append: Object.freeze({ prevLogIndex: 0x08, prevLogTerm: 0x10, entries: 0x1a, commit: 0x20 }),
   Entry: Object.freeze({ index: 0x08, term: 0x10, type: 0x18, data: 0x22 }),
 });

@@ -1259,10 +1259,12 @@ export class RaftNode {
     this.proposeConfChange({ type: 'promote', nodeId: id });
   }
 
+  private readonly matchOf = (id: NodeId): number => this.progress.get(id)?.match ?? 0;
+
   /** Advances the commit index to what a quorum of voters has durably; only entries of this term count. */
   private maybeCommit(): boolean {
     const config = this.log.latestConfig();
-    const index = quorumMatchIndex(config, (id) => this.progress.get(id)?.match ?? 0);
+    const index = quorumMatchIndex(config, this.matchOf);
     if (index <= this.log.committed) return false;
     const countsByReplica = this.log.term(index) === this.term || this.options.testOnlyBugs.has('commitPreviousTermByCount');
     if (!countsByReplica) return false;

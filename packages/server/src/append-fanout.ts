@@ -79,12 +79,23 @@ export function deferrableAppends(
   for (const [groupId, peers] of peersByGroup) {
     const eager = eagerFollowers(peers.length);
     if (eager >= peers.length) continue;
+    if (peers.length === 2) {
+      // A group of three: the one follower that is not first in the ranking waits.
+      const [a, b] = peers as [NodeId, NodeId];
+      deferred.set(groupId, new Set([ranksFirst(a, healthy(a), b, healthy(b)) ? b : a]));
+      continue;
+    }
     const ranked = peers
       .map((peer) => ({ peer, healthy: healthy(peer) }))
-      .sort((a, b) => (a.healthy === b.healthy ? (a.peer < b.peer ? -1 : a.peer > b.peer ? 1 : 0) : a.healthy ? -1 : 1));
+      .sort((x, y) => (ranksFirst(x.peer, x.healthy, y.peer, y.healthy) ? -1 : x.peer === y.peer ? 0 : 1));
     deferred.set(groupId, new Set(ranked.slice(eager).map((r) => r.peer)));
   }
   return deferred;
+}
+
+/** The ranking of followers for eagerness: healthy ones first, then by id. */
+function ranksFirst(a: NodeId, aHealthy: boolean, b: NodeId, bHealthy: boolean): boolean {
+  return aHealthy === bHealthy ? a < b : aHealthy;
 }
 
 /** Entry bytes one coalesced append may carry (a raft batch holds up to RAFT_BATCH_BYTES_MAX). */
