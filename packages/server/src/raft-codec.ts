@@ -400,3 +400,217 @@ export function raftBatchChunks(messages: readonly GroupMessage[], bytesMax = RA
   if (current.length > 0) chunks.push(current);
   return chunks;
 }
+
+// ------------------------------------------------------------------------------------
+// RaftBatch, read by hand: the peer stream's requests. Appends and append responses, the
+// messages of every operation, are read straight into the Raft core's messages when they are
+// laid out as this node's writer lays them out (every field once, in field order, names in
+// ASCII, numbers exact); anything else, and every other kind, goes through the generated
+// decoder, which reads whatever protobuf allows. Both give the same messages (tests).
+
+/** One message of a RaftBatch as read: the sender and addressee it names ('' when none), and the message (null: refused, see messageFromWire). */
+export interface WireMessage {
+  readonly from: string;
+  readonly to: string;
+  readonly decoded: GroupMessage | null;
+}
+
+const RESPONSE_FIELDS = [RESPONSE_REJECT, RESPONSE_INDEX, RESPONSE_HINT_INDEX, RESPONSE_HINT_TERM] as const;
+
+/** Where the hand reader is in the bytes; -1 in `at` once the layout is not one it reads. */
+class HandReader {
+  at: number;
+  value = 0;
+  constructor(
+    readonly buf: Buffer,
+    start: number,
+  ) {
+    this.at = start;
+  }
+
+  /** Reads a varint of at most 8 bytes and at most 2^53 - 1 into `value`; false if longer, larger or past `end`. */
+  varint(end: number): boolean {
+    const buf = this.buf;
+    let at = this.at;
+    let value = 0;
+    let scale = 1;
+    for (let i = 0; i < 8; i++) {
+      if (at >= end) return false;
+      const b = buf[at++]!;
+      value += (b & 127) * scale;
+      if (b < 128) {
+        if (value > Number.MAX_SAFE_INTEGER) return false;
+        this.at = at;
+        this.value = value;
+        return true;
+      }
+      scale *= 128;
+    }
+    return false;
+  }
+
+  /** An ASCII string field's text (after its tag); null when it is not ASCII or runs past `end`. */
+  ascii(end: number): string | null {
+    if (!this.varint(end)) return null;
+    const start = this.at;
+    const stop = start + this.value;
+    if (stop > end) return null;
+    const buf = this.buf;
+    for (let i = start; i < stop; i++) if (buf[i]! >= 128) return null;
+    this.at = stop;
+    return buf.toString('latin1', start, stop);
+  }
+}
+
+/** Reads a RaftBatch (the peer stream's request). Throws, as the generated decoder does, for bytes that are no RaftBatch. */
+export function decodeRaftBatch(bytes: Buffer): WireMessage[] {
+  const out: WireMessage[] = [];
+  const len = bytes.byteLength;
+  const reader = new HandReader(bytes, 0);
+  while (reader.at < len) {
+    if (bytes[reader.at] !== BATCH_MESSAGE) return generatedBatch(bytes);
+    reader.at += 1;
+    if (!reader.varint(len)) return generatedBatch(bytes);
+    const start = reader.at;
+    const end = start + reader.value;
+    if (end > len) return generatedBatch(bytes);
+    out.push(readHandMessage(bytes, start, end) ?? generatedMessage(bytes.subarray(start, end)));
+    reader.at = end;
+  }
+  return out;
+}
+
+function generatedBatch(bytes: Buffer): WireMessage[] {
+  return pb.RaftBatch.decode(bytes).messages.map((wire) => wireMessage(wire as pb.RaftMessage));
+}
+
+function generatedMessage(bytes: Buffer): WireMessage {
+  return wireMessage(pb.RaftMessage.decode(bytes));
+}
+
+function wireMessage(wire: pb.RaftMessage): WireMessage {
+  return { from: wire.from ?? '', to: wire.to ?? '', decoded: messageFromWire(wire) };
+}
+
+/** An append or an append response laid out as encodeRaftBatch writes it; undefined for anything else. */
+function readHandMessage(buf: Buffer, start: number, end: number): WireMessage | undefined {
+  const r = new HandReader(buf, start);
+  let groupId = '';
+  let from = '';
+  let to = '';
+  let term = 0;
+  if (r.at < end && buf[r.at] === MESSAGE_GROUP) {
+    r.at += 1;
+    const text = r.ascii(end);
+    if (text === null) return undefined;
+    groupId = text;
+  }
+  if (r.at < end && buf[r.at] === MESSAGE_FROM) {
+    r.at += 1;
+    const text = r.ascii(end);
+    if (text === null) return undefined;
+    from = text;
+  }
+  if (r.at < end && buf[r.at] === MESSAGE_TO) {
+    r.at += 1;
+    const text = r.ascii(end);
+    if (text === null) return undefined;
+    to = text;
+  }
+  if (r.at < end && buf[r.at] === MESSAGE_TERM) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    term = r.value;
+  }
+  // No group, sender or addressee: the generated decoder's way (a field left out, not '').
+  if (groupId === '' || from === '' || to === '' || r.at >= end) return undefined;
+  const body = buf[r.at++];
+  if (body !== MESSAGE_APPEND && body !== MESSAGE_APPEND_RESPONSE) return undefined;
+  if (!r.varint(end)) return undefined;
+  const bodyEnd = r.at + r.value;
+  if (bodyEnd !== end) return undefined;
+  let message: Message | undefined;
+  if (body === MESSAGE_APPEND_RESPONSE) {
+    const values = [0, 0, 0, 0];
+    let field = 0;
+    while (r.at < end) {
+      const tag = buf[r.at++]!;
+      while (field < 4 && RESPONSE_FIELDS[field] !== tag) field += 1;
+      if (field === 4 || !r.varint(end)) return undefined;
+      values[field++] = r.value;
+    }
+    message = { from, to, term, type: 'appendResp', reject: values[0] !== 0, index: values[1]!, hintIndex: values[2]!, hintTerm: values[3]! };
+  } else {
+    message = readHandAppend(r, end, from, to, term);
+    if (message === undefined) return undefined;
+  }
+  return { from, to, decoded: { groupId, message } };
+}
+
+function readHandAppend(r: HandReader, end: number, from: string, to: string, term: number): Message | undefined {
+  const buf = r.buf;
+  let prevLogIndex = 0;
+  let prevLogTerm = 0;
+  let commit = 0;
+  if (r.at < end && buf[r.at] === APPEND_PREV_INDEX) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    prevLogIndex = r.value;
+  }
+  if (r.at < end && buf[r.at] === APPEND_PREV_TERM) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    prevLogTerm = r.value;
+  }
+  const entries: Entry[] = [];
+  while (r.at < end && buf[r.at] === APPEND_ENTRY) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    const entryEnd = r.at + r.value;
+    if (entryEnd > end) return undefined;
+    const entry = readHandEntry(r, entryEnd);
+    if (entry === undefined) return undefined;
+    entries.push(entry);
+  }
+  if (r.at < end && buf[r.at] === APPEND_COMMIT) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    commit = r.value;
+  }
+  if (r.at !== end) return undefined;
+  return { from, to, term, type: 'append', prevLogIndex, prevLogTerm, entries, commit };
+}
+
+function readHandEntry(r: HandReader, end: number): Entry | undefined {
+  const buf = r.buf;
+  let index = 0;
+  let term = 0;
+  let type: Entry['type'] = 'normal';
+  let data: Uint8Array = EMPTY;
+  if (r.at < end && buf[r.at] === ENTRY_INDEX) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    index = r.value;
+  }
+  if (r.at < end && buf[r.at] === ENTRY_TERM) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    term = r.value;
+  }
+  if (r.at < end && buf[r.at] === ENTRY_TYPE) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    if (r.value === pb.EntryType.ENTRY_TYPE_CONFIG) type = 'config';
+  }
+  if (r.at < end && buf[r.at] === ENTRY_DATA) {
+    r.at += 1;
+    if (!r.varint(end)) return undefined;
+    const stop = r.at + r.value;
+    if (stop > end) return undefined;
+    // A view of the batch, as the generated decoder's bytes are.
+    if (stop > r.at) data = buf.subarray(r.at, stop);
+    r.at = stop;
+  }
+  if (r.at !== end) return undefined;
+  return { index, term, type, data };
+}

@@ -7,7 +7,7 @@
  * node may have no peer server.
  */
 import { Metadata, Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
-import { BrokerService, PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
+import { BrokerService, PeerService, quorumq } from '@quorumq/proto';
 import { HealthImplementation } from 'grpc-health-check';
 import { pino, type Logger } from 'pino';
 
@@ -23,7 +23,7 @@ import { auditLogger } from './audit-log.js';
 import { PeerAuthenticator, claimedNodeId, unauthenticatedPeer, type PeerCall } from './peer-auth.js';
 import { PeerCredentials, clientListenerCredentials } from './tls-credentials.js';
 import { authenticatedPeersOnly } from './via-peer.js';
-import { ForwardError, raftStreamHandler } from './transport.js';
+import { ForwardError, RaftTransportServed, raftStreamHandler } from './transport.js';
 import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
 
@@ -232,7 +232,7 @@ function peerServerOf(
         : 'refused a peer call without valid cluster credentials (a client on the peer listener, or a node with another cluster secret)',
     );
   };
-  server.addService(RaftTransportService, {
+  server.addService(RaftTransportServed, {
     stream: raftStreamHandler({
       selfId: config.nodeId,
       authenticator,

@@ -26,7 +26,7 @@ import { splitAddress } from './listener-config.js';
 import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
 import { PeerCredentials } from './tls-credentials.js';
 import { INCARNATION_CHANGED, INCARNATION_METADATA, LOST_DATA, YOUR_INCARNATION_METADATA, type NodeIncarnations } from './node-incarnation.js';
-import { encodeRaftBatch, messageFromWire, raftBatchChunks, type GroupMessage } from './raft-codec.js';
+import { decodeRaftBatch, encodeRaftBatch, raftBatchChunks, type GroupMessage, type WireMessage } from './raft-codec.js';
 import { DEFERRED_APPEND_MS, EAGER_HEARD_WITHIN_MS, HEDGE_AFTER_MS, coalesceAppends, deferrableAppends, holdFills } from './append-fanout.js';
 import type { HeldLoad } from './append-fanout.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
@@ -541,12 +541,21 @@ export interface RaftStreamOptions {
  * another node (the peer's address for that node now leads here) ends the stream with
  * FAILED_PRECONDITION / WRONG_NODE and is dropped: the peer then resolves the name again.
  */
+/**
+ * The RaftTransport service as a node serves it: its stream's requests are read by hand
+ * (raft-codec.ts `decodeRaftBatch`), into the messages raftStreamHandler takes.
+ */
+export const RaftTransportServed = {
+  ...RaftTransportService,
+  stream: { ...RaftTransportService.stream, requestDeserialize: decodeRaftBatch },
+};
+
 export function raftStreamHandler(options: RaftStreamOptions) {
   const { selfId, authenticator, onMessage } = options;
   const onWrongNode = options.onWrongNode ?? (() => {});
   const onRefused = options.onRefused ?? (() => {});
   const onBatch = options.onBatch ?? (() => {});
-  return (call: ServerDuplexStream<pb.RaftBatch, pb.RaftBatchAck.$Properties>): void => {
+  return (call: ServerDuplexStream<readonly WireMessage[], pb.RaftBatchAck.$Properties>): void => {
     const peer = authenticator.authenticate(call);
     call.on('error', () => {});
     if (peer === null) {
@@ -575,24 +584,23 @@ export function raftStreamHandler(options: RaftStreamOptions) {
     // Headers right away, so the peer knows the stream is open before any reply.
     call.sendMetadata(new Metadata());
     let refused = false;
-    call.on('data', (batch: pb.RaftBatch) => {
+    call.on('data', (batch: readonly WireMessage[]) => {
       if (refused) return;
-      const misaddressed = batch.messages.find((wire) => wire.to !== selfId);
+      const misaddressed = batch.find((wire) => wire.to !== selfId);
       if (misaddressed !== undefined) {
         refused = true;
-        onWrongNode(misaddressed.to ?? '', misaddressed.from ?? '');
+        onWrongNode(misaddressed.to, misaddressed.from);
         call.emit('error', { code: Status.FAILED_PRECONDITION, details: `${WRONG_NODE}: this is node ${selfId}, not ${misaddressed.to}` });
         return;
       }
       onBatch(peer);
-      for (const wire of batch.messages) {
+      for (const wire of batch) {
         if (wire.from !== peer) {
-          onRefused('sender_mismatch', peer, wire.from ?? '');
+          onRefused('sender_mismatch', peer, wire.from);
           continue;
         }
-        const decoded = messageFromWire(wire as pb.RaftMessage);
-        if (decoded === null) onRefused('malformed', peer, wire.from);
-        else onMessage(decoded);
+        if (wire.decoded === null) onRefused('malformed', peer, wire.from);
+        else onMessage(wire.decoded);
       }
     });
     call.on('end', () => call.end());

@@ -6,7 +6,6 @@
  */
 import { Server } from '@grpc/grpc-js';
 import { makeClusterCertificates, type ClusterCertificates } from '@quorumq/cli';
-import { RaftTransportService } from '@quorumq/proto';
 import type { Message } from '@quorumq/raft';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +18,7 @@ import type { NodeConfig } from '../src/config.js';
 import { PeerAuthenticator } from '../src/peer-auth.js';
 import type { GroupMessage } from '../src/raft-codec.js';
 import { PeerCredentials } from '../src/tls-credentials.js';
-import { PeerTransport, raftStreamHandler } from '../src/transport.js';
+import { PeerTransport, RaftTransportServed, raftStreamHandler } from '../src/transport.js';
 
 let dir: string;
 let certs: ClusterCertificates;
@@ -62,7 +61,7 @@ function credentialsOf(id: string, lines: string[]): PeerCredentials {
 async function peerListener(id: string, received: GroupMessage[], clientAddresses: Array<[string, string]>): Promise<string> {
   const credentials = credentialsOf(id, []);
   const server = new Server();
-  server.addService(RaftTransportService, {
+  server.addService(RaftTransportServed, {
     stream: raftStreamHandler({
       selfId: id,
       authenticator: new PeerAuthenticator(id, PEERS, null, true),

@@ -1,5 +1,4 @@
 import { Metadata, Server, ServerCredentials } from '@grpc/grpc-js';
-import { RaftTransportService } from '@quorumq/proto';
 import type { Entry, Message } from '@quorumq/raft';
 import { pino } from 'pino';
 import { Writable } from 'node:stream';
@@ -10,7 +9,7 @@ import type { PeerCertificate } from 'node:tls';
 
 import { ClusterDirectory } from '../src/cluster-directory.js';
 import { PeerAuthenticator, type PeerCall } from '../src/peer-auth.js';
-import { PeerTransport, raftStreamHandler, type RaftRefusal } from '../src/transport.js';
+import { PeerTransport, RaftTransportServed, raftStreamHandler, type RaftRefusal } from '../src/transport.js';
 import { DEFERRED_APPEND_ENTRIES_MAX, DEFERRED_APPEND_MS, HEDGE_AFTER_MS } from '../src/append-fanout.js';
 
 const closers: Array<() => void> = [];
@@ -34,7 +33,7 @@ async function endpoint(
 ): Promise<string> {
   // The node's own limit (server.ts).
   const server = new Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
-  server.addService(RaftTransportService, {
+  server.addService(RaftTransportServed, {
     stream: raftStreamHandler({
       selfId,
       authenticator: new PeerAuthenticator(selfId, PEERS, SECRET),
