@@ -113,3 +113,20 @@ describe('WAL segments with a runway', { timeout: 30_000 }, () => {
     await again.close();
   });
 });
+
+describe('a WAL file closed with writes in flight', () => {
+  it('closes after them: every byte lands and the descriptor is not closed under a write', async () => {
+    const dir = await tempDir('close-in-flight');
+    for (const preallocate of [0, 8 * RUNWAY_BYTES]) {
+      const path = join(dir, `seg-${preallocate}`);
+      const file = await new NodeWalFs().openAppend(path, { preallocate });
+      const order: string[] = [];
+      const write = file.appendDurable([bytes(4096, 7), bytes(100, 8)]).then(() => order.push('write'));
+      const closed = file.close().then(() => order.push('close'));
+      await Promise.all([write, closed]);
+      expect(order).toEqual(['write', 'close']);
+      const content = await readFile(path);
+      expect(content.subarray(0, 4196)).toEqual(Buffer.concat([bytes(4096, 7), bytes(100, 8)]));
+    }
+  });
+});
