@@ -449,6 +449,23 @@ class HandReader {
     return false;
   }
 
+  /** Reads the varint field `tag` if it comes next (`value` 0 if it does not); false if it is there but unreadable. */
+  optionalVarint(tag: number, end: number): boolean {
+    if (this.at >= end || this.buf[this.at] !== tag) {
+      this.value = 0;
+      return true;
+    }
+    this.at += 1;
+    return this.varint(end);
+  }
+
+  /** The ASCII string field `tag` if it comes next ('' if it does not); null if it is there but not ASCII or runs past `end`. */
+  optionalAscii(tag: number, end: number): string | null {
+    if (this.at >= end || this.buf[this.at] !== tag) return '';
+    this.at += 1;
+    return this.ascii(end);
+  }
+
   /** An ASCII string field's text (after its tag); null when it is not ASCII or runs past `end`. */
   ascii(end: number): string | null {
     if (!this.varint(end)) return null;
@@ -495,35 +512,13 @@ function wireMessage(wire: pb.RaftMessage): WireMessage {
 /** An append or an append response laid out as encodeRaftBatch writes it; undefined for anything else. */
 function readHandMessage(buf: Buffer, start: number, end: number): WireMessage | undefined {
   const r = new HandReader(buf, start);
-  let groupId = '';
-  let from = '';
-  let to = '';
-  let term = 0;
-  if (r.at < end && buf[r.at] === MESSAGE_GROUP) {
-    r.at += 1;
-    const text = r.ascii(end);
-    if (text === null) return undefined;
-    groupId = text;
-  }
-  if (r.at < end && buf[r.at] === MESSAGE_FROM) {
-    r.at += 1;
-    const text = r.ascii(end);
-    if (text === null) return undefined;
-    from = text;
-  }
-  if (r.at < end && buf[r.at] === MESSAGE_TO) {
-    r.at += 1;
-    const text = r.ascii(end);
-    if (text === null) return undefined;
-    to = text;
-  }
-  if (r.at < end && buf[r.at] === MESSAGE_TERM) {
-    r.at += 1;
-    if (!r.varint(end)) return undefined;
-    term = r.value;
-  }
+  const groupId = r.optionalAscii(MESSAGE_GROUP, end);
+  const from = r.optionalAscii(MESSAGE_FROM, end);
+  const to = r.optionalAscii(MESSAGE_TO, end);
   // No group, sender or addressee: the generated decoder's way (a field left out, not '').
-  if (groupId === '' || from === '' || to === '' || r.at >= end) return undefined;
+  if (groupId === null || from === null || to === null || groupId === '' || from === '' || to === '') return undefined;
+  if (!r.optionalVarint(MESSAGE_TERM, end) || r.at >= end) return undefined;
+  const term = r.value;
   const body = buf[r.at++];
   if (body !== MESSAGE_APPEND && body !== MESSAGE_APPEND_RESPONSE) return undefined;
   if (!r.varint(end)) return undefined;
@@ -549,19 +544,10 @@ function readHandMessage(buf: Buffer, start: number, end: number): WireMessage |
 
 function readHandAppend(r: HandReader, end: number, from: string, to: string, term: number): Message | undefined {
   const buf = r.buf;
-  let prevLogIndex = 0;
-  let prevLogTerm = 0;
-  let commit = 0;
-  if (r.at < end && buf[r.at] === APPEND_PREV_INDEX) {
-    r.at += 1;
-    if (!r.varint(end)) return undefined;
-    prevLogIndex = r.value;
-  }
-  if (r.at < end && buf[r.at] === APPEND_PREV_TERM) {
-    r.at += 1;
-    if (!r.varint(end)) return undefined;
-    prevLogTerm = r.value;
-  }
+  if (!r.optionalVarint(APPEND_PREV_INDEX, end)) return undefined;
+  const prevLogIndex = r.value;
+  if (!r.optionalVarint(APPEND_PREV_TERM, end)) return undefined;
+  const prevLogTerm = r.value;
   const entries: Entry[] = [];
   while (r.at < end && buf[r.at] === APPEND_ENTRY) {
     r.at += 1;
@@ -572,36 +558,19 @@ function readHandAppend(r: HandReader, end: number, from: string, to: string, te
     if (entry === undefined) return undefined;
     entries.push(entry);
   }
-  if (r.at < end && buf[r.at] === APPEND_COMMIT) {
-    r.at += 1;
-    if (!r.varint(end)) return undefined;
-    commit = r.value;
-  }
-  if (r.at !== end) return undefined;
-  return { from, to, term, type: 'append', prevLogIndex, prevLogTerm, entries, commit };
+  if (!r.optionalVarint(APPEND_COMMIT, end) || r.at !== end) return undefined;
+  return { from, to, term, type: 'append', prevLogIndex, prevLogTerm, entries, commit: r.value };
 }
 
 function readHandEntry(r: HandReader, end: number): Entry | undefined {
   const buf = r.buf;
-  let index = 0;
-  let term = 0;
-  let type: Entry['type'] = 'normal';
+  if (!r.optionalVarint(ENTRY_INDEX, end)) return undefined;
+  const index = r.value;
+  if (!r.optionalVarint(ENTRY_TERM, end)) return undefined;
+  const term = r.value;
+  if (!r.optionalVarint(ENTRY_TYPE, end)) return undefined;
+  const type: Entry['type'] = r.value === pb.EntryType.ENTRY_TYPE_CONFIG ? 'config' : 'normal';
   let data: Uint8Array = EMPTY;
-  if (r.at < end && buf[r.at] === ENTRY_INDEX) {
-    r.at += 1;
-    if (!r.varint(end)) return undefined;
-    index = r.value;
-  }
-  if (r.at < end && buf[r.at] === ENTRY_TERM) {
-    r.at += 1;
-    if (!r.varint(end)) return undefined;
-    term = r.value;
-  }
-  if (r.at < end && buf[r.at] === ENTRY_TYPE) {
-    r.at += 1;
-    if (!r.varint(end)) return undefined;
-    if (r.value === pb.EntryType.ENTRY_TYPE_CONFIG) type = 'config';
-  }
   if (r.at < end && buf[r.at] === ENTRY_DATA) {
     r.at += 1;
     if (!r.varint(end)) return undefined;
