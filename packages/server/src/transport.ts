@@ -535,13 +535,6 @@ export interface RaftStreamOptions {
 }
 
 /**
- * The receiving side: authenticates the stream (peer-auth.ts), then decodes each batch and
- * hands its messages to the node. A message that does not come from the stream's own peer,
- * or that the codec refuses, is dropped (Raft copes with lost messages). A batch for
- * another node (the peer's address for that node now leads here) ends the stream with
- * FAILED_PRECONDITION / WRONG_NODE and is dropped: the peer then resolves the name again.
- */
-/**
  * The RaftTransport service as a node serves it: its stream's requests are read by hand
  * (raft-codec.ts `decodeRaftBatch`), into the messages raftStreamHandler takes.
  */
@@ -550,6 +543,13 @@ export const RaftTransportServed = {
   stream: { ...RaftTransportService.stream, requestDeserialize: decodeRaftBatch },
 };
 
+/**
+ * The receiving side: authenticates the stream (peer-auth.ts), then decodes each batch and
+ * hands its messages to the node. A message that does not come from the stream's own peer,
+ * or that the codec refuses, is dropped (Raft copes with lost messages). A batch for
+ * another node (the peer's address for that node now leads here) ends the stream with
+ * FAILED_PRECONDITION / WRONG_NODE and is dropped: the peer then resolves the name again.
+ */
 export function raftStreamHandler(options: RaftStreamOptions) {
   const { selfId, authenticator, onMessage } = options;
   const onWrongNode = options.onWrongNode ?? (() => {});

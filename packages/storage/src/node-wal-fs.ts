@@ -135,15 +135,24 @@ class NodeWalFile implements WalFile {
   private writevOnPool(data: readonly Uint8Array[], position: number | null): Promise<number> {
     this.poolWrites += 1;
     return new Promise<number>((resolve, reject) => {
-      writevCallback(this.handle.fd, data as Uint8Array[], position, (error, bytesWritten) => {
+      const done = (): void => {
         this.poolWrites -= 1;
         if (this.poolWrites === 0 && this.poolWritesDone !== null) {
           this.poolWritesDone();
           this.poolWritesDone = null;
         }
-        if (error === null) resolve(bytesWritten);
-        else reject(error);
-      });
+      };
+      try {
+        writevCallback(this.handle.fd, data as Uint8Array[], position, (error, bytesWritten) => {
+          done();
+          if (error === null) resolve(bytesWritten);
+          else reject(error);
+        });
+      } catch (error) {
+        // Refused before it started (a closed handle's descriptor is -1): nothing in flight.
+        done();
+        reject(error);
+      }
     });
   }
 

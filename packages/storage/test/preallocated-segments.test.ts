@@ -129,4 +129,14 @@ describe('a WAL file closed with writes in flight', () => {
       expect(content.subarray(0, 4196)).toEqual(Buffer.concat([bytes(4096, 7), bytes(100, 8)]));
     }
   });
+
+  it('a write after the close is refused, and leaves nothing for a later close to wait on', async () => {
+    const dir = await tempDir('write-after-close');
+    const file = await new NodeWalFs().openAppend(join(dir, 'seg'));
+    await file.close();
+    await expect(file.appendDurable([bytes(10, 1)])).rejects.toThrow();
+    // Resolves or rejects (the handle is closed already), but does not wait forever.
+    const settled = await Promise.race([file.close().then(() => 'closed', () => 'refused'), new Promise((done) => setTimeout(() => done('waiting'), 2000))]);
+    expect(settled).not.toBe('waiting');
+  });
 });
