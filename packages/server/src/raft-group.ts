@@ -152,6 +152,41 @@ export interface RaftGroupOptions<R> {
   readonly testOnlyBugs?: GroupTestOnlyBugs;
 }
 
+/**
+ * The options with every field present, in one order. The metadata group's and a queue's
+ * options name different optional fields (and spreads add them in different orders), so
+ * they had different hidden classes: the Ready loop, optimised while one group was busy,
+ * was deoptimised on every node the first time the other group wrote (a declare after a run).
+ */
+function withEveryOption<R>(o: RaftGroupOptions<R>): RaftGroupOptions<R> {
+  return {
+    groupId: o.groupId,
+    env: o.env,
+    nodeId: o.nodeId,
+    storage: o.storage,
+    machine: o.machine,
+    initialVoters: o.initialVoters,
+    send: o.send,
+    onSoftState: o.onSoftState,
+    knownMember: o.knownMember,
+    onApplied: o.onApplied,
+    onFatal: o.onFatal,
+    onPrepareFailed: o.onPrepareFailed,
+    onPrepared: o.onPrepared,
+    electionTicks: o.electionTicks,
+    heartbeatTicks: o.heartbeatTicks,
+    ticker: o.ticker,
+    doubtLeader: o.doubtLeader,
+    isPeerSilent: o.isPeerSilent,
+    rationedElections: o.rationedElections,
+    announceCommit: o.announceCommit,
+    tuning: o.tuning,
+    onRecovered: o.onRecovered,
+    observer: o.observer,
+    testOnlyBugs: o.testOnlyBugs,
+  };
+}
+
 /** What a replica repaired after damage received from its leader until it was intact again. */
 export interface RecoveryReport {
   readonly groupId: string;
@@ -213,7 +248,10 @@ export class RaftGroup<R> {
   /** While the replica recovers from damaged storage: what it received so far (see RecoveryReport). */
   private recovery: { readonly since: number; entries: number; bytes: number; snapshots: number } | null = null;
 
-  constructor(private readonly options: RaftGroupOptions<R>) {
+  private readonly options: RaftGroupOptions<R>;
+
+  constructor(options: RaftGroupOptions<R>) {
+    options = this.options = withEveryOption(options);
     const restored = options.storage.restoreGroup(options.groupId);
     this.raft = new RaftNode(
       {

@@ -46,7 +46,7 @@ import {
   type Overwrite,
 } from './kv-layout.js';
 import { planRepairs, TERM_BOUND_STEP, type StorageRepair } from './repair.js';
-import { GROUP_ID_BYTES_MAX, VOTE_BYTES_MAX, type WalRecord } from './record.js';
+import { GROUP_ID_BYTES_MAX, VOTE_BYTES_MAX, walRecordsOf, type WalRecord } from './record.js';
 import {
   comparePositions,
   segmentFileName,
@@ -542,8 +542,7 @@ export class NodeStorage {
 
   /** Queues the update's WAL records; the durable view advances when they are durable. */
   private enqueueUpdate(group: GroupState, update: PersistUpdate, mode: WalWriteMode): Promise<void> {
-    const records: WalRecord[] = update.entries.map((entry) => ({ kind: 'entry', groupId: group.id, entry }));
-    if (update.hardState !== null) records.push({ kind: 'hardState', groupId: group.id, hardState: update.hardState });
+    const records = walRecordsOf(group.id, update.entries, update.hardState);
     if (records.length === 0) return Promise.resolve();
     const epoch = group.epoch;
     let durable: Promise<void>;

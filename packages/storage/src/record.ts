@@ -40,6 +40,21 @@ export type WalRecord =
   | { readonly kind: 'entry'; readonly groupId: string; readonly entry: Entry }
   | { readonly kind: 'hardState'; readonly groupId: string; readonly hardState: HardState };
 
+/**
+ * The WAL records of one persist: its entries, then its hard state. Built by pushing into a
+ * literal so the array is always of V8's packed kind: `entries.map` in optimised code returns
+ * a holey array for a non-empty input and a packed one for an empty input (a commit-only
+ * update, which a follower first meets at one operation in flight), and that second kind
+ * deoptimised every function the records pass through (encodeRecords, the WAL's place and
+ * flush) on every node.
+ */
+export function walRecordsOf(groupId: string, entries: readonly Entry[], hardState: HardState | null): WalRecord[] {
+  const records: WalRecord[] = [];
+  for (let i = 0; i < entries.length; i++) records.push({ kind: 'entry', groupId, entry: entries[i]! });
+  if (hardState !== null) records.push({ kind: 'hardState', groupId, hardState });
+  return records;
+}
+
 export interface ScannedRecord {
   readonly record: WalRecord;
   /** Byte offset of the record in its segment. */
