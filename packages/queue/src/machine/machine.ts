@@ -12,11 +12,12 @@ import { deliverAvailable, describeDelivery, electActiveConsumer, takeLiveReady 
 import { assert } from './errors.js';
 import {
   admit,
+  Consumer,
   deliverTo,
+  GetHolder,
   holderOf,
   pruneStaleIndexEntries,
   remove,
-  type ConsumerState,
   type DeliveryHolder,
   type GoneReason,
   type MessageHeader,
@@ -214,15 +215,7 @@ function dropHeadWhileOver(state: QueueState, now: number, effects: Effect[]): v
 }
 
 function subscribe(meta: Meta, state: QueueState, consumerId: ConsumerId, prefetch: number, priority: number): Reply {
-  const consumer: ConsumerState = {
-    id: consumerId,
-    prefetch,
-    priority,
-    registeredIndex: meta.index,
-    unacked: new Map(),
-    nextDeliveryTag: 1,
-    lastServedSeq: 0,
-  };
+  const consumer = new Consumer(consumerId, prefetch, priority, meta.index, new Map(), 1, 0);
   state.consumers.set(consumerId, consumer);
   state.hadConsumer = true;
   state.lastUsedAt = meta.now;
@@ -306,7 +299,7 @@ function get(meta: Meta, state: QueueState, ackMode: 'auto' | 'manual', consumer
  * later gets under the same id) until they are settled. Made only when there is a message.
  */
 function newGetHolder(state: QueueState, id: ConsumerId): DeliveryHolder {
-  const holder: DeliveryHolder = { id, unacked: new Map(), nextDeliveryTag: 1 };
+  const holder = new GetHolder(id, new Map(), 1);
   state.getHolders.set(id, holder);
   return holder;
 }

@@ -12,7 +12,7 @@ import { IdDeque } from './deque.js';
 import type { Deaths } from './deaths.js';
 import { assert, QueueInvariantError } from './errors.js';
 import { DeadlineHeap } from './heap.js';
-import { DOUBLE_FIELD, emptyGone, emptyTotals, withClockFields, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
+import { Consumer, DOUBLE_FIELD, emptyGone, GetHolder, emptyTotals, withClockFields, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
 import { MessageStore, PLACE_CODE, PLACES, PRIORITY_BITS, PRIORITY_MASK, SIZE_ESCAPE, type MessageColumns, type PlainMessageHeader, type Route } from './store.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
@@ -129,10 +129,10 @@ function assemble(
     delayedHeap: new DeadlineHeap(copy.delayedHeap),
     expiryHeap: new DeadlineHeap(copy.expiryHeap),
     totals: { ...emptyTotals(), ...copy.totals },
-    consumers: new Map(copy.consumers.map((c) => [c.id, { ...c, unacked: new Map(c.unacked) }])),
-    getHolders: new Map(
-      (copy.getHolders ?? []).map((h) => [h.id, { id: h.id, nextDeliveryTag: h.nextDeliveryTag, unacked: new Map(h.unacked) }]),
+    consumers: new Map(
+      copy.consumers.map((c) => [c.id, new Consumer(c.id, c.prefetch, c.priority, c.registeredIndex, new Map(c.unacked), c.nextDeliveryTag, c.lastServedSeq)]),
     ),
+    getHolders: new Map((copy.getHolders ?? []).map((h) => [h.id, new GetHolder(h.id, new Map(h.unacked), h.nextDeliveryTag)])),
     activeConsumerId: copy.activeConsumerId,
     producers: new Map(copy.producers),
     serveSeq: copy.serveSeq,

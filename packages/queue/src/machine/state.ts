@@ -73,6 +73,47 @@ export interface ConsumerState extends DeliveryHolder {
   lastServedSeq: number;
 }
 
+/**
+ * Consumers and get holders are built by these classes, not by object literals. V8 makes a
+ * literal's template on its second run and then widens the type it had recorded for a field
+ * holding an object (`unacked`, a Map): every function optimised since the first run that
+ * relied on it (deliverTo, settle, deliverAvailable, pickConsumer, creditOf, ...) was thrown
+ * away when a node's second consumer ever subscribed (in `run.sh`, the one-in-flight run's
+ * consumer). A class's instances are built by its constructor, the same way each time.
+ */
+export class Consumer implements ConsumerState {
+  readonly id: ConsumerId;
+  prefetch: number;
+  readonly priority: number;
+  readonly registeredIndex: number;
+  readonly unacked: Map<number, number>;
+  nextDeliveryTag: number;
+  lastServedSeq: number;
+
+  constructor(id: ConsumerId, prefetch: number, priority: number, registeredIndex: number, unacked: Map<number, number>, nextDeliveryTag: number, lastServedSeq: number) {
+    this.id = id;
+    this.prefetch = prefetch;
+    this.priority = priority;
+    this.registeredIndex = registeredIndex;
+    this.unacked = unacked;
+    this.nextDeliveryTag = nextDeliveryTag;
+    this.lastServedSeq = lastServedSeq;
+  }
+}
+
+/** A get holder (see GetHolderState and Consumer). */
+export class GetHolder implements GetHolderState {
+  readonly id: ConsumerId;
+  readonly unacked: Map<number, number>;
+  nextDeliveryTag: number;
+
+  constructor(id: ConsumerId, unacked: Map<number, number>, nextDeliveryTag: number) {
+    this.id = id;
+    this.unacked = unacked;
+    this.nextDeliveryTag = nextDeliveryTag;
+  }
+}
+
 /** One priority level: returned messages (sorted by id) go before fresh ones. */
 export interface ReadyLevel {
   /**
