@@ -272,7 +272,11 @@ export class Publisher {
     for (const entry of [...this.pending.values()]) this.settle(entry, { error });
   }
 
-  /** Queues a publish for the stream; everything queued in one event-loop turn leaves as one batch. */
+  /**
+   * Queues a publish for the stream; everything queued in one callback (with its microtasks)
+   * leaves as one batch. A microtask, not an immediate: gRPC's HTTP/2 session sends what was
+   * written in an immediate only in the next event-loop turn.
+   */
   private write(entry: Pending): void {
     // Held while the stream moves (written on the next one, in order).
     if (this.call === undefined || this.moveTo !== undefined) return;
@@ -284,7 +288,7 @@ export class Publisher {
     const queue = entry.wire.exchange === '' ? (entry.request.message?.routingKey ?? '') : null;
     if (this.streamQueue === undefined) this.streamQueue = queue;
     else if (this.streamQueue !== queue) this.streamQueue = null;
-    if (this.outbox.length === 0) setImmediate(() => this.flushOutbox());
+    if (this.outbox.length === 0) queueMicrotask(() => this.flushOutbox());
     this.outbox.push(entry.wire);
   }
 

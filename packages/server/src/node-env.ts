@@ -21,6 +21,15 @@ export interface NodeEnv {
    * kicked within one turn start together, so their messages leave in one batch per peer.
    */
   endOfTurn(run: () => void): void;
+  /**
+   * Runs `run` soon: on a real node, after the microtasks queued so far in this callback when
+   * it is the first such batch of this event-loop turn, else at the end of the turn (as
+   * `endOfTurn`). Node's HTTP/2 sends what was written in a turn at the start of its check
+   * phase, before the callbacks of setImmediate: what a Ready loop started by `endOfTurn`
+   * writes leaves a whole turn later. The first batch goes at once (one operation in flight:
+   * each hop is a turn sooner), the others of a busy turn still share one Ready.
+   */
+  soon(run: () => void): void;
   /** A fresh id, unique across the cluster (consumers, moves). */
   uniqueId(): string;
   /** A seed for a Raft group's randomized election timeouts. */
@@ -35,6 +44,20 @@ function runEndOfTurn(): void {
   for (const run of runs) run();
 }
 
+let soonRuns: Array<() => void> = [];
+/** Whether a batch of `soon` ran or is queued in this turn (cleared by an immediate). */
+let soonThisTurn = false;
+
+function runSoon(): void {
+  const runs = soonRuns;
+  soonRuns = [];
+  for (const run of runs) run();
+}
+
+function turnOver(): void {
+  soonThisTurn = false;
+}
+
 /** A real node's surroundings: the system clock, Node's timers, crypto randomness. */
 export const systemEnv: NodeEnv = {
   now: () => Date.now(),
@@ -47,6 +70,18 @@ export const systemEnv: NodeEnv = {
     // One immediate for everything this turn asked for.
     if (endOfTurn.length === 0) setImmediate(runEndOfTurn);
     endOfTurn.push(run);
+  },
+  soon(run) {
+    if (soonRuns.length > 0) {
+      soonRuns.push(run);
+    } else if (soonThisTurn) {
+      systemEnv.endOfTurn(run);
+    } else {
+      soonThisTurn = true;
+      setImmediate(turnOver);
+      soonRuns.push(run);
+      queueMicrotask(runSoon);
+    }
   },
   uniqueId: () => randomUUID(),
   seed: () => randomInt(0x7fffffff),

@@ -720,14 +720,15 @@ export class RaftGroup<R> {
       // leaves at the end of this turn rather than after the wait (heartbeats among it).
       if (!this.earlySendQueued) {
         this.earlySendQueued = true;
-        this.options.env.endOfTurn(this.sendEarly);
+        this.options.env.soon(this.sendEarly);
       }
       return;
     }
     if (!this.raft.hasReady()) return;
     this.loopRunning = true;
-    // Run at the end of this turn, so that everything proposed in it leaves in one Ready.
-    this.options.env.endOfTurn(this.startLoop);
+    // After this callback's microtasks (everything proposed in them leaves in one Ready), or
+    // at the end of a busy turn (see NodeEnv.soon).
+    this.options.env.soon(this.startLoop);
   }
 
   private readonly sendEarly = (): void => {

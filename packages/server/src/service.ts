@@ -631,7 +631,7 @@ export class BrokerApi {
   publishStream(call: ServerDuplexStream<pb.PublishBatch, pb.PublishOutcomes.$Properties>, principal: Principal): void {
     let ended = false;
     let inFlight = 0;
-    // Outcomes ready in one event-loop turn leave as one PublishOutcomes message.
+    // Outcomes settled together (an applied batch) leave as one PublishOutcomes message.
     let outcomes: pb.PublishResponse.$Properties[] = [];
     const flush = (): void => {
       const batch = outcomes;
@@ -640,7 +640,8 @@ export class BrokerApi {
       if (ended && inFlight === 0 && outcomes.length === 0) call.end();
     };
     const answer = (outcome: pb.PublishResponse.$Properties): void => {
-      if (outcomes.length === 0) setImmediate(flush);
+      // A microtask, not an immediate: written in an immediate, they would leave a turn later (NodeEnv.soon).
+      if (outcomes.length === 0) queueMicrotask(flush);
       outcomes.push(outcome);
     };
     // A large batch is published over several turns, a window at a time (publish-window.ts).

@@ -11,6 +11,17 @@ export function simEnv(scheduler: Scheduler, label: string, random: Random, aliv
   let turn: Array<() => void> = [];
   let ids = 0;
   const incarnation = random.nextInt(0x7fffffff).toString(36);
+  const endOfTurn = (run: () => void): void => {
+    // One event per node and turn, as one immediate per turn on a real node.
+    if (turn.length === 0) {
+      scheduler.after(0, `turn ${label}`, () => {
+        const runs = turn;
+        turn = [];
+        if (alive()) for (const r of runs) r();
+      });
+    }
+    turn.push(run);
+  };
   return {
     now: () => scheduler.now,
     after(ms: number, run: () => void): Timer {
@@ -20,17 +31,9 @@ export function simEnv(scheduler: Scheduler, label: string, random: Random, aliv
       });
       return { cancel: () => (cancelled = true) };
     },
-    endOfTurn(run: () => void): void {
-      // One event per node and turn, as one immediate per turn on a real node.
-      if (turn.length === 0) {
-        scheduler.after(0, `turn ${label}`, () => {
-          const runs = turn;
-          turn = [];
-          if (alive()) for (const r of runs) r();
-        });
-      }
-      turn.push(run);
-    },
+    endOfTurn,
+    // A turn here is one simulator event: what `soon` runs on a real node in the turn or at its end.
+    soon: endOfTurn,
     uniqueId: () => `${incarnation}-${++ids}`,
     seed: () => random.nextInt(0x7fffffff),
   };
