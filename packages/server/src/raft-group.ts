@@ -8,7 +8,7 @@
  * (packages/sim) both drive their groups with it, on the clock and timers of a NodeEnv.
  */
 import { RaftNode, createRandom, sendableBeforePersist } from '@quorumq/raft';
-import type { ConfChange, Entry, Message, NodeId, PlantedBug, RaftOptions, RaftStatus, Ready, SoftState } from '@quorumq/raft';
+import type { ConfChange, Entry, Message, NodeId, PlantedBug, RaftOptions, RaftStatus, Ready, Snapshot, SoftState } from '@quorumq/raft';
 import { StaleSnapshotError, type NodeStorage } from '@quorumq/storage';
 
 import type { GroupTicker } from './group-ticker.js';
@@ -185,6 +185,20 @@ function withEveryOption<R>(o: RaftGroupOptions<R>): RaftGroupOptions<R> {
     observer: o.observer,
     testOnlyBugs: o.testOnlyBugs,
   };
+}
+
+/**
+ * Entry bytes up to which a leader writes its own entries on its event loop (after its
+ * appends left) rather than on a pool thread: about one small operation. Larger writes
+ * (a busy leader's batches) stay on the pool, so the loop goes on with its followers' answers.
+ */
+export const LEADER_INLINE_BYTES_MAX = 4 * 1024;
+
+function isSmallLeaderWrite(entries: readonly Entry[], snapshot: Snapshot | null): boolean {
+  if (snapshot !== null) return false;
+  let bytes = 0;
+  for (let i = 0; i < entries.length; i++) bytes += entries[i]!.data.byteLength;
+  return bytes <= LEADER_INLINE_BYTES_MAX;
 }
 
 /** What a replica repaired after damage received from its leader until it was intact again. */
@@ -769,10 +783,17 @@ export class RaftGroup<R> {
       if (ready.mustSync) {
         // A leader's loop has its followers' answers to handle while its own write is under
         // way; anyone else's waits for the write (a follower answers its leader after it).
+        // A leader's small write (one operation in flight, about) goes on the loop too, but a
+        // turn later: the appends just sent leave at the start of that turn's check phase,
+        // and the write then costs no hand-off to a pool thread and back.
+        const leader = this.softState.role === 'leader';
+        const small = leader && isSmallLeaderWrite(ready.entries, ready.snapshot);
+        if (small) await new Promise<void>((resolve) => this.options.env.endOfTurn(resolve));
+        if (this.stopped) return;
         await this.options.storage.persist(
           this.groupId,
           { hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot },
-          this.softState.role === 'leader' ? 'pooled' : 'inline',
+          leader && !small ? 'pooled' : 'inline',
         );
       } else if (ready.hardState !== null) {
         // Only the commit index moved: it is recomputed after a crash, so nothing waits

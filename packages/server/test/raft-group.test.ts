@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BrokerError, Reason } from '../src/errors.js';
 import { systemEnv } from '../src/node-env.js';
 import { retriable } from '../src/proposal-router.js';
-import { RaftGroup, type GroupMachine } from '../src/raft-group.js';
+import { LEADER_INLINE_BYTES_MAX, RaftGroup, type GroupMachine } from '../src/raft-group.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -446,5 +446,54 @@ describe('a hand-over of leadership', () => {
     expect(outcome).toBe('during');
     group.stop('test over');
     await storage.close();
+  });
+});
+
+describe("a leader's own write", () => {
+  it('goes on its loop after its appends left when small, on a pool thread when large', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
+    dirs.push(dir);
+    const real = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
+    const events: string[] = [];
+    const storage = Object.create(real) as NodeStorage;
+    storage.persist = (...args: Parameters<NodeStorage['persist']>) => {
+      const [, update, mode] = args;
+      if (update.entries.length > 0) events.push(`persist ${mode} ${update.entries.map((e) => e.data.byteLength).join(',')}`);
+      return real.persist(...args);
+    };
+    let group: RaftGroup<string> | null = null;
+    const acks = votingPeers(() => group);
+    const send = (groupId: string, messages: readonly Message[]): void => {
+      if (messages.some((m) => m.type === 'append' && m.entries.some((e) => e.data.byteLength > 0))) events.push('append sent');
+      acks(groupId, messages);
+    };
+    group = new RaftGroup<string>({
+      groupId: 'g',
+      env: systemEnv,
+      nodeId: 'n1',
+      storage,
+      machine: new Echo(),
+      initialVoters: ['n1', 'n2', 'n3'],
+      send,
+      onFatal: (error) => {
+        throw error;
+      },
+      electionTicks: 10,
+      heartbeatTicks: 1,
+    });
+    for (let i = 0; i < 200 && !group.isLeader; i++) {
+      group.tick();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(group.isLeader).toBe(true);
+    events.length = 0;
+    expect(await group.propose(Buffer.alloc(1024, 1))).toHaveLength(1024);
+    expect(events.slice(0, 2)).toEqual(['append sent', 'persist inline 1024']);
+    events.length = 0;
+    const large = LEADER_INLINE_BYTES_MAX + 1;
+    expect(await group.propose(Buffer.alloc(large, 2))).toHaveLength(large);
+    expect(events.slice(0, 2)).toEqual(['append sent', `persist pooled ${large}`]);
+    group.stop('test over');
+    await real.close();
   });
 });
