@@ -4,28 +4,18 @@
  * one of them was busy, was deoptimised when the other wrote. Compared with V8's %HaveSameMap.
  */
 import { MemoryKvStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
-import type { Entry } from '@quorumq/raft';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemEnv } from '../src/node-env.js';
-import { RaftGroup, type GroupMachine } from '../src/raft-group.js';
+import { RaftGroup } from '../src/raft-group.js';
+import { Echo } from './echo-machine.js';
 
 setFlagsFromString('--allow-natives-syntax');
 const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b);') as (a: object, b: object) => boolean;
 setFlagsFromString('--no-allow-natives-syntax');
-
-class Echo implements GroupMachine<string> {
-  apply(entry: Entry): string {
-    return Buffer.from(entry.data).toString();
-  }
-  snapshot(): Uint8Array {
-    return new Uint8Array(0);
-  }
-  restore(): void {}
-}
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -9,21 +9,12 @@ import { BrokerError, Reason } from '../src/errors.js';
 import { systemEnv } from '../src/node-env.js';
 import { retriable } from '../src/proposal-router.js';
 import { LEADER_INLINE_BYTES_MAX, RaftGroup, type GroupMachine } from '../src/raft-group.js';
+import { Echo } from './echo-machine.js';
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
-
-class Echo implements GroupMachine<string> {
-  apply(entry: Entry): string {
-    return Buffer.from(entry.data).toString();
-  }
-  snapshot(): Uint8Array {
-    return new Uint8Array(0);
-  }
-  restore(): void {}
-}
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -71,28 +62,20 @@ function votingPeers(group: () => RaftGroup<string> | null, sent: Message[] = []
   };
 }
 
-/** n1 of a three-voter group whose peers vote for it and then never answer an append. */
-async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Promise<RaftGroup<string>> {
-  const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
-  dirs.push(dir);
-  const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
+/** What n1's peers do with what it sends (they see the group through `group`). */
+type Peers = (group: () => RaftGroup<string> | null) => (groupId: string, messages: readonly Message[]) => void;
+
+/** n1 of a three-voter group on `storage`, elected by `peers` (by default they vote for it and acknowledge every append). */
+async function electedLeader(storage: NodeStorage, peers: Peers = (group) => votingPeers(group), knownMember?: (from: string) => boolean): Promise<RaftGroup<string>> {
   let group: RaftGroup<string> | null = null;
-  const send = (_groupId: string, messages: readonly Message[]): void => {
-    for (const m of messages) {
-      if (m.type === 'preVote' || m.type === 'vote') {
-        const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
-        setImmediate(() => group?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
-      }
-    }
-  };
-  group = new RaftGroup<string>({
+  const elected = new RaftGroup<string>({
     groupId: 'g',
     env: systemEnv,
     nodeId: 'n1',
     storage,
     machine: new Echo(),
     initialVoters: ['n1', 'n2', 'n3'],
-    send,
+    send: peers(() => group),
     onFatal: (error) => {
       throw error;
     },
@@ -100,12 +83,29 @@ async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Pro
     heartbeatTicks: 1,
     ...(knownMember === undefined ? {} : { knownMember }),
   });
-  for (let i = 0; i < 200 && !group.isLeader; i++) {
-    group.tick();
+  group = elected;
+  for (let i = 0; i < 200 && !elected.isLeader; i++) {
+    elected.tick();
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
-  expect(group.isLeader).toBe(true);
-  return group;
+  expect(elected.isLeader).toBe(true);
+  return elected;
+}
+
+/** n1 of a three-voter group whose peers vote for it and then never answer an append. */
+async function leaderWithoutQuorum(knownMember?: (from: string) => boolean): Promise<RaftGroup<string>> {
+  const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
+  dirs.push(dir);
+  const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
+  const votesOnly: Peers = (group) => (_groupId, messages) => {
+    for (const m of messages) {
+      if (m.type === 'preVote' || m.type === 'vote') {
+        const type = m.type === 'preVote' ? 'preVoteResp' : 'voteResp';
+        setImmediate(() => group()?.receive({ type, from: m.to, to: m.from, term: m.term, reject: false }));
+      }
+    }
+  };
+  return electedLeader(storage, votesOnly, knownMember);
 }
 
 describe('a proposal with a deadline', () => {
@@ -225,27 +225,7 @@ describe('a proposal with a deadline', () => {
       return real.persist(...args);
     };
     const sent: Message[] = [];
-    let group: RaftGroup<string> | null = null;
-    const send = votingPeers(() => group, sent);
-    group = new RaftGroup<string>({
-      groupId: 'g',
-      env: systemEnv,
-      nodeId: 'n1',
-      storage,
-      machine: new Echo(),
-      initialVoters: ['n1', 'n2', 'n3'],
-      send,
-      onFatal: (error) => {
-        throw error;
-      },
-      electionTicks: 10,
-      heartbeatTicks: 1,
-    });
-    for (let i = 0; i < 200 && !group.isLeader; i++) {
-      group.tick();
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    expect(group.isLeader).toBe(true);
+    const group = await electedLeader(storage, (g) => votingPeers(g, sent));
     slow = true;
     void group.propose(Buffer.from('first')).catch(() => undefined);
     for (let i = 0; i < 5; i++) await turn();
@@ -403,28 +383,8 @@ describe('a hand-over of leadership', () => {
     const dir = mkdtempSync(join(tmpdir(), 'quorumq-group-'));
     dirs.push(dir);
     const storage = await NodeStorage.open({ dir, fs: new NodeWalFs(), kv: new MemoryKvStore() });
-    let group: RaftGroup<string> | null = null;
     // Peers that vote for n1 and acknowledge its appends, but never take over (TimeoutNow is lost).
-    const send = votingPeers(() => group);
-    group = new RaftGroup<string>({
-      groupId: 'g',
-      env: systemEnv,
-      nodeId: 'n1',
-      storage,
-      machine: new Echo(),
-      initialVoters: ['n1', 'n2', 'n3'],
-      send,
-      onFatal: (error) => {
-        throw error;
-      },
-      electionTicks: 10,
-      heartbeatTicks: 1,
-    });
-    for (let i = 0; i < 200 && !group.isLeader; i++) {
-      group.tick();
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    expect(group.isLeader).toBe(true);
+    const group = await electedLeader(storage);
     expect(await group.propose(Buffer.from('before'))).toBe('before');
     expect(group.transferLeadership('n2')).toBe(true);
     expect(group.status().leadTransferee).toBe('n2');
@@ -461,31 +421,13 @@ describe("a leader's own write", () => {
       if (update.entries.length > 0) events.push(`persist ${mode} ${update.entries.map((e) => e.data.byteLength).join(',')}`);
       return real.persist(...args);
     };
-    let group: RaftGroup<string> | null = null;
-    const acks = votingPeers(() => group);
-    const send = (groupId: string, messages: readonly Message[]): void => {
-      if (messages.some((m) => m.type === 'append' && m.entries.some((e) => e.data.byteLength > 0))) events.push('append sent');
-      acks(groupId, messages);
-    };
-    group = new RaftGroup<string>({
-      groupId: 'g',
-      env: systemEnv,
-      nodeId: 'n1',
-      storage,
-      machine: new Echo(),
-      initialVoters: ['n1', 'n2', 'n3'],
-      send,
-      onFatal: (error) => {
-        throw error;
-      },
-      electionTicks: 10,
-      heartbeatTicks: 1,
+    const group = await electedLeader(storage, (g) => {
+      const acks = votingPeers(g);
+      return (groupId, messages) => {
+        if (messages.some((m) => m.type === 'append' && m.entries.some((e) => e.data.byteLength > 0))) events.push('append sent');
+        acks(groupId, messages);
+      };
     });
-    for (let i = 0; i < 200 && !group.isLeader; i++) {
-      group.tick();
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    expect(group.isLeader).toBe(true);
     events.length = 0;
     expect(await group.propose(Buffer.alloc(1024, 1))).toHaveLength(1024);
     expect(events.slice(0, 2)).toEqual(['append sent', 'persist inline 1024']);
