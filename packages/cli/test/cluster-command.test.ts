@@ -2,9 +2,9 @@
  * `quorumq cluster` (what `npm start` runs), as a user starts it: real node processes, the
  * banner it prints, where the nodes serve their metrics, how their logs are printed.
  */
-import { CLI_MAIN, freePort } from '@quorumq/cli';
+import { CLI_MAIN, freePort, NODE_PROCESS_FLAGS } from '@quorumq/cli';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,9 +52,9 @@ async function freeBasePort(): Promise<number> {
 }
 
 /** Starts `quorumq cluster` with stdout a pipe (not a TTY); resolves with its stdout lines so far, as they come. */
-function startCluster(args: string[]): { lines: string[]; exit: Promise<number | null> } {
+function startCluster(args: string[], nodeFlags: string[] = []): { lines: string[]; exit: Promise<number | null>; pid: number } {
   const dir = mkdtempSync(join(tmpdir(), 'quorumq-cluster-'));
-  const child = spawn(process.execPath, [CLI_MAIN, 'cluster', '--data', dir, ...args], {
+  const child = spawn(process.execPath, [...nodeFlags, CLI_MAIN, 'cluster', '--data', dir, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // its own process group, so that cleanup reaches the nodes too
     env: { ...process.env, QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576' },
@@ -69,7 +69,7 @@ function startCluster(args: string[]): { lines: string[]; exit: Promise<number |
       resolve(code);
     }),
   );
-  return { lines, exit };
+  return { lines, exit, pid: child.pid! };
 }
 
 /** Retries `attempt` until it returns a value (not undefined), or fails with the output so far. */
@@ -114,6 +114,18 @@ it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on port
   expect(serving.map((l) => (JSON.parse(l) as { node: string }).node).sort()).toEqual(['n1', 'n2', 'n3']);
   const logLines = lines.slice(lines.findIndex((l) => l.startsWith('Ctrl-C')) + 1);
   for (const line of logLines.filter((l) => !l.startsWith('stderr: '))) expect(() => JSON.parse(line), line).not.toThrow();
+});
+
+it('starts its nodes with the node flags (NODE_PROCESS_FLAGS); a flag of the same name given to it wins', async () => {
+  const base = await freeBasePort();
+  const { lines, pid } = startCluster(['--base-port', String(base), '--nodes', '1'], ['--initial-old-space-size=300']);
+  await until('"node serving"', lines, () => lines.find((l) => l.includes('"msg":"node serving"')));
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  expect(children).toHaveLength(1);
+  const argv = readFileSync(`/proc/${children[0]}/cmdline`, 'utf8').split('\0');
+  const flags = argv.slice(1, argv.indexOf(CLI_MAIN));
+  expect(flags).toEqual(['--initial-old-space-size=300', ...NODE_PROCESS_FLAGS.filter((flag) => !flag.startsWith('--initial-old-space-size='))]);
+  expect(NODE_PROCESS_FLAGS).toContain('--expose-gc');
 });
 
 it('prints readable log lines, prefixed with the node, with --log-format pretty (what a terminal gets)', async () => {
