@@ -5,10 +5,10 @@
  * - `--expose-gc` lets an idle node that has worked collect its garbage before it gives free
  *   heap memory back to the system (see the server's idle-memory.ts).
  * - `--initial-old-space-size=256` lets V8's old generation reach 256 MB before its first full
- *   collections instead of growing its limit from a few megabytes. A node under load promotes
- *   what lives across a few turns (log entries, held bodies, a queue's growing state) and,
- *   from that small start, ran a full collection every 100-300 ms at 256 in flight, with
- *   marking steps of up to 17 ms on the event loop (`--trace-gc`). Measured in alternating
+ *   collections. A node under load promotes what lives across a few turns (log entries, held
+ *   bodies, a queue's growing state); from V8's default start it ran a full collection every
+ *   100-300 ms at 256 in flight with 25-40 MB live, with marking steps of up to 17 ms on the
+ *   event loop (`--trace-gc`). A smaller `--max-old-space-size` still bounds the heap. Measured in alternating
  *   runs of `../shared/compare/run.sh`'s shape and `npm run bench:backlog` (see
  *   docs/architecture.md, "Performance"): more throughput and less CPU per message at about
  *   the same peak memory; an idle node still gives memory back (idle-memory.ts).

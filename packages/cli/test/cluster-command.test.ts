@@ -125,7 +125,6 @@ it('starts its nodes with the node flags (NODE_PROCESS_FLAGS); a flag of the sam
   const argv = readFileSync(`/proc/${children[0]}/cmdline`, 'utf8').split('\0');
   const flags = argv.slice(1, argv.indexOf(CLI_MAIN));
   expect(flags).toEqual(['--initial-old-space-size=300', ...NODE_PROCESS_FLAGS.filter((flag) => !flag.startsWith('--initial-old-space-size='))]);
-  expect(NODE_PROCESS_FLAGS).toContain('--expose-gc');
 });
 
 it('prints readable log lines, prefixed with the node, with --log-format pretty (what a terminal gets)', async () => {
