@@ -76,6 +76,10 @@ export const DEFAULT_CHANNEL_OPTIONS: Readonly<grpc.ClientOptions> = {
   // instead of waiting for it for ever. A busy node still answers pings: HTTP/2 acks them.
   'grpc.keepalive_time_ms': 1_000,
   'grpc.keepalive_timeout_ms': 3_000,
+  // Deliveries and answers arrive without waiting for HTTP/2 credit: HTTP/2's default window
+  // (64 KiB) made a batch of deliveries of 256 KiB cross in four or more exchanges, each a
+  // wake-up of both processes. The broker's servers announce the same window to the SDK.
+  'grpc-node.flow_control_window': 1024 * 1024,
 };
 
 

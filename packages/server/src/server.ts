@@ -26,6 +26,7 @@ import { authenticatedPeersOnly } from './via-peer.js';
 import { ForwardError, RaftTransportServed, raftStreamHandler } from './transport.js';
 import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
+import { widenServerWindows } from './http2-window.js';
 
 import pb = quorumq.v1;
 
@@ -126,6 +127,7 @@ export async function startNode(
   // Clients: the Broker service, health, reflection. No peer service: a client calling one
   // here gets UNIMPLEMENTED.
   const server = new Server(serverOptions);
+  widenServerWindows(server);
   server.addService(brokerServiceFor(config), api.implementation());
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'quorumq.v1.Broker': 'NOT_SERVING' });
   health.addToServer(server);
@@ -219,6 +221,7 @@ function peerServerOf(
 ): Server {
   const logger = node.logger;
   const server = new Server(serverOptions);
+  widenServerWindows(server);
   // The cluster's nodes now: a node added later is served, a removed one refused.
   const peers = { has: (id: string): boolean => node.directory.has(id), introduce: (id: string, peerAddress: string): boolean => node.introducePeer(id, peerAddress) };
   const authenticator = new PeerAuthenticator(config.nodeId, peers, config.clusterSecret, credentials.mutualTls);

@@ -42,6 +42,7 @@ import { auditLogger } from './audit-log.js';
 import type { PeerCredentials } from './tls-credentials.js';
 import { forwardPrincipal, forwardedPrincipal, onlyViaPeer, viaPeer } from './via-peer.js';
 import { clientCertificateIdentity } from './tls-identity.js';
+import { CHANNEL_WINDOW_OPTIONS } from './http2-window.js';
 
 import pb = quorumq.v1;
 
@@ -265,6 +266,7 @@ export class BrokerApi {
       client = new BrokerClient(address, this.peerCredentials.channel(leader), {
         'grpc.max_receive_message_length': -1,
         'grpc.max_send_message_length': -1,
+        ...CHANNEL_WINDOW_OPTIONS,
         ...this.peerCredentials.channelOptions(leader),
       });
       this.clients.set(leader, client);

@@ -30,6 +30,7 @@ import { decodeRaftBatch, encodeRaftBatch, raftBatchChunks, type GroupMessage, t
 import { DEFERRED_APPEND_MS, EAGER_HEARD_WITHIN_MS, HEDGE_AFTER_MS, coalesceAppends, deferrableAppends, holdFills } from './append-fanout.js';
 import type { HeldLoad } from './append-fanout.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
+import { CHANNEL_WINDOW_OPTIONS } from './http2-window.js';
 
 import pb = quorumq.v1;
 
@@ -47,6 +48,8 @@ const CHANNEL_OPTIONS = {
   // nothing; an unreachable peer's connect attempt times out on its own clock.
   'grpc.initial_reconnect_backoff_ms': 50,
   'grpc.max_reconnect_backoff_ms': 250,
+  // Answers and fetched bodies arrive without waiting for HTTP/2 credit (http2-window.ts).
+  ...CHANNEL_WINDOW_OPTIONS,
 };
 
 interface Forward {
