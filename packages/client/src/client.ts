@@ -636,7 +636,8 @@ export class QuorumqClient {
   }
 
   /** One move call on one node: starts the move, or follows it once its id is known. */
-  private moveOn(address: string, request: quorumq.v1.MoveRequest.$Properties, state: MoveFollow, options: MoveOptions): Promise<MoveProgress> {
+  private async moveOn(address: string, request: quorumq.v1.MoveRequest.$Properties, state: MoveFollow, options: MoveOptions): Promise<MoveProgress> {
+    if (!this.transport.isConnected(address)) await this.transport.connected(address);
     return new Promise<MoveProgress>((resolve, reject) => {
       const method = BrokerService.move;
       const call: ClientReadableStream<quorumq.v1.MoveProgress> = this.transport.client(address).makeServerStreamRequest(

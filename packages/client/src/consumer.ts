@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ClientDuplexStream, StatusObject } from '@grpc/grpc-js';
+import { Metadata, status as grpcStatus } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
 import { QuorumqError, SdkReason, brokenStreamError, toQuorumqError } from './errors.js';
 import { DeliveryImpl, type Delivery } from './delivery.js';
@@ -245,6 +246,23 @@ export class Consumer implements AsyncIterable<Delivery> {
       address = this.transport.leaderOf(this.queue);
     }
     address ??= this.transport.currentAddress();
+    if (!this.transport.isConnected(address)) {
+      // Subscribe only over a connection that is up: a paused node is passed over
+      // (Transport.connected) instead of holding the subscription for ever.
+      try {
+        await this.transport.connected(address);
+      } catch (thrown) {
+        if (this.done) return;
+        const error = toQuorumqError(thrown, address);
+        if (error.code !== 'UNAVAILABLE') {
+          this.finish(error);
+          return;
+        }
+        this.onBroken({ code: grpcStatus.UNAVAILABLE, details: error.message, metadata: new Metadata() }, address);
+        return;
+      }
+      if (this.done) return;
+    }
     let call: ConsumeCall;
     try {
       const method = BrokerService.consume;

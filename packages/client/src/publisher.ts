@@ -104,8 +104,15 @@ export class Publisher {
   private failures = 0;
   private failingSince: number | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  /** Waiting for a node's connection before opening the stream there (connectThenOpen). */
+  private connecting = false;
   private preferred: string | undefined;
   private closed = false;
+
+  /** A new stream is on its way (a back-off timer, or a connection being waited for). */
+  private get restarting(): boolean {
+    return this.reconnectTimer !== undefined || this.connecting;
+  }
   /** Pending publishes written on the current stream (the generation's). */
   private onStream = 0;
   /**
@@ -185,7 +192,7 @@ export class Publisher {
       const entry: Pending = { id, request, wire, resolve, reject, sentOn: 0, resent: false, failures: 0, failingSince: undefined };
       this.pending.set(id, entry);
       if (this.call !== undefined) this.write(entry);
-      else if (this.reconnectTimer === undefined) this.open();
+      else if (!this.restarting) this.open();
     });
   }
 
@@ -317,10 +324,42 @@ export class Publisher {
     this.reconnectTimer = undefined;
     if (this.closed) return;
     let address: string;
-    let call: PublishCall;
     try {
       address = this.preferred ?? this.leaderOfFirstPending() ?? this.transport.currentAddress();
       this.preferred = undefined;
+      if (!this.transport.isConnected(address)) {
+        this.connectThenOpen(address);
+        return;
+      }
+    } catch (error) {
+      this.failAll(toQuorumqError(error));
+      return;
+    }
+    this.openAt(address);
+  }
+
+  /**
+   * Opens the stream at `address` once its connection is up. Nothing is sent before, so a
+   * node that does not connect (down, or paused: Transport.connected) is passed over for the
+   * next one without failing a publish, with or without a producerId.
+   */
+  private connectThenOpen(address: string): void {
+    this.connecting = true;
+    this.transport.connected(address).then(
+      () => {
+        this.connecting = false;
+        if (!this.closed) this.openAt(address);
+      },
+      (thrown: unknown) => {
+        this.connecting = false;
+        if (!this.closed) this.retryElsewhere(toQuorumqError(thrown, address), address);
+      },
+    );
+  }
+
+  private openAt(address: string): void {
+    let call: PublishCall;
+    try {
       const method = BrokerService.publishStream;
       // Batches are written by hand (@quorumq/proto's publish.js): bodies are copied straight
       // into them. Outcomes are read by the generated code.
@@ -399,7 +438,7 @@ export class Publisher {
     call.end();
     setTimeout(() => call.cancel(), 1_000).unref();
     this.preferred = target;
-    if (this.pending.size > 0 && this.reconnectTimer === undefined) this.open();
+    if (this.pending.size > 0 && !this.restarting) this.open();
   }
 
   /**
@@ -419,7 +458,7 @@ export class Publisher {
     entry.failures += 1;
     const wait = this.transport.backoff(entry.failures - 1);
     if (now + wait - entry.failingSince >= this.transport.failoverTimeoutMs) return false;
-    if (this.reconnectTimer !== undefined || this.call === undefined) return true; // restarting already
+    if (this.restarting || this.call === undefined) return true; // restarting already
     this.moveTo = undefined;
     // Outcomes still coming on this stream are dropped: their messages are re-sent, and a
     // DUPLICATE for one counts as confirmed.
@@ -456,8 +495,16 @@ export class Publisher {
       this.failAll(brokenStreamError(`the publish stream to ${address} broke: ${error.message}`, address, error));
       return;
     }
-    if (this.pending.size === 0) return;
     // Re-send the unconfirmed messages on another node.
+    this.retryElsewhere(error, address);
+  }
+
+  /** Opens the stream again, at the next node (a round over all of them backs off), until `failoverTimeoutMs`. */
+  private retryElsewhere(error: QuorumqError, address: string): void {
+    this.transport.markFailed(address);
+    const queue = this.queueOfFirstPending();
+    if (queue !== undefined) this.transport.forgetLeader(queue, address);
+    if (this.pending.size === 0) return;
     this.failures += 1;
     this.failingSince ??= Date.now();
     const nodes = this.transport.nodes.length;

@@ -32,6 +32,13 @@ export interface TransportOptions {
   /** Deadline of one unary attempt on one node. Default 10 000 ms. */
   readonly callTimeoutMs?: number;
   /**
+   * How long the SDK waits for a node's connection (TCP, TLS and HTTP/2's handshake) before
+   * it tries another node. Default 3 000 ms. A node that is down is passed over at once; this
+   * bounds the wait on one that accepts connections but does not answer (a paused or hung
+   * process, whose kernel still accepts them).
+   */
+  readonly connectTimeoutMs?: number;
+  /**
    * How long a call (or a stream's reconnection) keeps failing over across nodes before it
    * gives up with the last retriable error. Default 15 000 ms.
    */
@@ -116,6 +123,7 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
 /** One broker connection per node address; failover and the routing cache. */
 export class Transport {
   readonly callTimeoutMs: number;
+  readonly connectTimeoutMs: number;
   readonly failoverTimeoutMs: number;
   private readonly initialBackoffMs: number;
   private readonly maxBackoffMs: number;
@@ -142,6 +150,7 @@ export class Transport {
     this.credentials = options.tls !== undefined ? tlsCredentials(options.tls) : (options.credentials ?? grpc.credentials.createInsecure());
     this.channelOptions = { ...DEFAULT_CHANNEL_OPTIONS, ...tlsChannelOptions(options.tls), ...options.channelOptions };
     this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 3_000;
     this.failoverTimeoutMs = options.failoverTimeoutMs ?? 15_000;
     this.initialBackoffMs = options.initialBackoffMs ?? 50;
     this.maxBackoffMs = options.maxBackoffMs ?? 1_000;
@@ -166,6 +175,48 @@ export class Transport {
       this.clients.set(address, client);
     }
     return client;
+  }
+
+  /** Whether the channel to `address` is connected now (a call made on it is sent at once). */
+  isConnected(address: string): boolean {
+    return this.client(address).getChannel().getConnectivityState(true) === grpc.connectivityState.READY;
+  }
+
+  /**
+   * Resolves once the channel to `address` is connected: at once when it is. Rejects with
+   * UNAVAILABLE as soon as the connection fails (the node is down: refused, reset), or after
+   * `connectTimeoutMs` without one. grpc-js has no connect timeout of its own: a node whose
+   * process is paused or hung still has its connections accepted by the kernel but never
+   * completes HTTP/2's handshake, and a call made there waits until its deadline (a stream
+   * for ever) instead of going to another node. Nothing is sent to the node before this
+   * resolves, so another node may be tried without any doubt about the outcome.
+   */
+  connected(address: string): Promise<void> {
+    let channel: ReturnType<grpc.Client["getChannel"]>;
+    try {
+      channel = this.client(address).getChannel();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const deadline = Date.now() + this.connectTimeoutMs;
+    return new Promise<void>((resolve, reject) => {
+      const check = (): void => {
+        const state = channel.getConnectivityState(true);
+        if (state === grpc.connectivityState.READY) {
+          resolve();
+          return;
+        }
+        if (state === grpc.connectivityState.TRANSIENT_FAILURE || state === grpc.connectivityState.SHUTDOWN || Date.now() >= deadline) {
+          const why = state === grpc.connectivityState.CONNECTING || state === grpc.connectivityState.IDLE
+            ? `did not complete a connection within ${this.connectTimeoutMs} ms (paused, hung or unreachable)`
+            : 'cannot be connected to (down or refusing connections)';
+          reject(new QuorumqError(`node ${address} ${why}`, { code: 'UNAVAILABLE', node: address, retriable: true }));
+          return;
+        }
+        channel.watchConnectivityState(state, deadline, () => check());
+      };
+      check();
+    });
   }
 
   /** The node the next call without a better choice goes to. */
@@ -250,8 +301,9 @@ export class Transport {
     }
   }
 
-  /** One unary call on one node, with the per-attempt deadline. */
-  unaryOn<Req, Res>(address: string, method: MethodDefinition<Req, Res>, request: Req): Promise<Res> {
+  /** One unary call on one node, once connected to it, with the per-attempt deadline. */
+  async unaryOn<Req, Res>(address: string, method: MethodDefinition<Req, Res>, request: Req): Promise<Res> {
+    if (!this.isConnected(address)) await this.connected(address);
     return new Promise<Res>((resolve, reject) => {
       this.client(address).makeUnaryRequest(
         method.path,
