@@ -192,7 +192,7 @@ export class Transport {
    * resolves, so another node may be tried without any doubt about the outcome.
    */
   connected(address: string): Promise<void> {
-    let channel: ReturnType<grpc.Client["getChannel"]>;
+    let channel: ReturnType<grpc.Client['getChannel']>;
     try {
       channel = this.client(address).getChannel();
     } catch (error) {
