@@ -91,7 +91,9 @@ export class IdDeque {
       copy.buffer = new Float64Array(Math.max(1, this.buffer.length));
       this.copyRange(0, this.count, copy.buffer.subarray(0, this.count));
     }
-    copy.head = 0;
+    // `head` is left as built (0): a first store to a field V8 saw written only when its
+    // object was built makes it treat the field as changing, and throws away the optimised
+    // code that relied on it (see QueueStateRecord in state.ts).
     copy.count = this.count;
     return copy;
   }

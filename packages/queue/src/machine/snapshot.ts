@@ -12,7 +12,7 @@ import { IdDeque } from './deque.js';
 import type { Deaths } from './deaths.js';
 import { assert, QueueInvariantError } from './errors.js';
 import { DeadlineHeap } from './heap.js';
-import { Consumer, DOUBLE_FIELD, emptyGone, GetHolder, emptyTotals, withClockFields, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
+import { Consumer, emptyGone, GetHolder, emptyTotals, queueStateOf, readyLevelOf, type ConsumerState, type GoneReason, type MoveState, type Place, type PlaceTotals, type QueueState } from './state.js';
 import { MessageStore, PLACE_CODE, PLACES, PRIORITY_BITS, PRIORITY_MASK, SIZE_ESCAPE, type MessageColumns, type PlainMessageHeader, type Route } from './store.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
@@ -121,14 +121,14 @@ function assemble(
   copy: Omit<StateFields, 'ready'> & { readonly ready: ReadonlyArray<{ returned: number[]; fresh: IdDeque }> },
   messages: MessageStore,
 ): QueueState {
-  const state: QueueState = {
+  const state = queueStateOf({
     name: copy.name,
     args: copy.args,
     messages,
-    ready: copy.ready.map((level) => ({ returned: level.returned, fresh: level.fresh })),
+    ready: copy.ready.map((level) => readyLevelOf(level.returned, level.fresh)),
     delayedHeap: new DeadlineHeap(copy.delayedHeap),
     expiryHeap: new DeadlineHeap(copy.expiryHeap),
-    totals: { ...emptyTotals(), ...copy.totals },
+    totals: totalsOf(copy.totals),
     consumers: new Map(
       copy.consumers.map((c) => [c.id, new Consumer(c.id, c.prefetch, c.priority, c.registeredIndex, new Map(c.unacked), c.nextDeliveryTag, c.lastServedSeq)]),
     ),
@@ -137,20 +137,54 @@ function assemble(
     producers: new Map(copy.producers),
     serveSeq: copy.serveSeq,
     hadConsumer: copy.hadConsumer,
-    lastUsedAt: DOUBLE_FIELD,
-    tickAt: DOUBLE_FIELD,
+    lastUsedAt: copy.lastUsedAt,
+    tickAt: copy.tickAt,
     deleted: copy.deleted,
-    clockMs: DOUBLE_FIELD,
-    lastIndex: DOUBLE_FIELD,
+    clockMs: copy.clockMs,
+    lastIndex: copy.lastIndex,
     // Snapshots from before moves lack the `moving` totals and the `moved` count.
-    gone: { ...emptyGone(), ...copy.gone },
+    gone: goneOf(copy.gone),
     enqueued: copy.enqueued,
     exclusiveOwner: copy.exclusiveOwner ?? null,
     move: copy.move === undefined ? null : { ...copy.move },
     compaction: restoredCompaction(copy.args, copy.compaction, messages),
-  };
+  });
   assert(state.ready.length === state.args.maxPriority + 1, 'snapshot has the wrong number of priority levels');
-  return withClockFields(state, copy);
+  return state;
+}
+
+/*
+ * A state's nested records are built by the functions that build a new state's
+ * (emptyTotals, emptyGone), their values copied in, and a snapshot's working copy shares the
+ * live state's `args` (never changed in place): a record built from a clone or by a spread
+ * has another hidden class in V8, and stored in the state it would widen the type V8 recorded
+ * for that field (see QueueStateRecord in state.ts for the state object itself).
+ */
+function totalsOf(totals: Readonly<Record<string, PlaceTotals>>): Record<Place, PlaceTotals> {
+  const out: Record<string, PlaceTotals> = emptyTotals();
+  for (const place of Object.keys(totals)) {
+    const from = totals[place]!;
+    const into = out[place];
+    if (into === undefined) out[place] = from;
+    else {
+      // Only what differs from the new record's zero: a field the live state never wrote stays unwritten (see goneOf).
+      if (from.count !== 0) into.count = from.count;
+      if (from.bytes !== 0) into.bytes = from.bytes;
+    }
+  }
+  return out as Record<Place, PlaceTotals>;
+}
+
+function goneOf(gone: Readonly<Partial<Record<GoneReason, number>>>): Record<GoneReason, number> {
+  const out: Record<string, number> = emptyGone();
+  // A count the live state never changed is not written either: V8 treats a field written
+  // only when its object was built as unchanging, and the first later store to it throws away
+  // the optimised code that relied on that.
+  for (const reason of Object.keys(gone)) {
+    const count = gone[reason as GoneReason]!;
+    if (count !== 0 || out[reason] === undefined) out[reason] = count;
+  }
+  return out as Record<GoneReason, number>;
 }
 
 function restoredCompaction(args: QueueArguments, data: CompactionSnapshot | undefined, messages: MessageStore): QueueState['compaction'] {
@@ -784,7 +818,8 @@ export function encodeSnapshotLater(state: QueueState, scratch: SnapshotScratch 
 export function cloneState(state: QueueState, reuse: QueueState | null = null): QueueState {
   const copy = structuredClone(scalarFields(state));
   const ready = state.ready.map((level, i) => ({ returned: [...level.returned], fresh: level.fresh.clone(reuse?.ready[i]?.fresh) }));
-  return assemble({ ...copy, ready, delayedHeap: state.delayedHeap.toArray(), expiryHeap: state.expiryHeap.toArray() }, state.messages.clone(reuse?.messages));
+  // The live arguments, not their clone (see totalsOf): a state never changes them in place.
+  return assemble({ ...copy, args: state.args, ready, delayedHeap: state.delayedHeap.toArray(), expiryHeap: state.expiryHeap.toArray() }, state.messages.clone(reuse?.messages));
 }
 
 // --- Decoding ---

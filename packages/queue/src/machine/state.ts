@@ -183,19 +183,101 @@ export interface QueueState {
  */
 export const DOUBLE_FIELD = 0.5;
 
-/** Sets the fields a state was built with DOUBLE_FIELD in (see there). */
-export function withClockFields(state: QueueState, fields: Pick<QueueState, 'lastUsedAt' | 'tickAt' | 'clockMs' | 'lastIndex'>): QueueState {
-  state.lastUsedAt = fields.lastUsedAt;
-  state.tickAt = fields.tickAt;
-  state.clockMs = fields.clockMs;
-  state.lastIndex = fields.lastIndex;
-  return state;
+/**
+ * The one way a queue's state object is made: a new queue's, a restored snapshot's and a
+ * snapshot's working copy (snapshot.ts) are all built by this constructor, the same stores in
+ * the same order, the clock fields first with DOUBLE_FIELD.
+ *
+ * Not an object literal: V8 builds a literal of the state's shape from a template whose
+ * fields its stores then overwrite, and the first time a second such literal was made (a
+ * queue's first snapshot copied its state so, a few hundred milliseconds into a run) V8
+ * stopped treating the fields as written once and threw away the optimised code of every
+ * function that relied on it: `apply`, `enqueue`, `createHeader`, `admit`, `wouldOverflow`,
+ * `earliestDeadline`, `pickConsumer`, ... on every node. The fields are `declare`d so that
+ * nothing defines them before the constructor's stores (a declared class field starts as
+ * `undefined`, which would make the number fields tagged values rather than doubles).
+ */
+class QueueStateRecord implements QueueState {
+  declare readonly name: string;
+  declare readonly args: QueueArguments;
+  declare readonly messages: MessageStore;
+  declare readonly ready: ReadyLevel[];
+  declare readonly delayedHeap: DeadlineHeap;
+  declare readonly expiryHeap: DeadlineHeap;
+  declare readonly totals: Record<Place, PlaceTotals>;
+  declare readonly consumers: Map<ConsumerId, ConsumerState>;
+  declare readonly getHolders: Map<ConsumerId, GetHolderState>;
+  declare activeConsumerId: ConsumerId | null;
+  declare readonly producers: Map<string, ProducerRecord>;
+  declare serveSeq: number;
+  declare hadConsumer: boolean;
+  declare lastUsedAt: number;
+  declare tickAt: number;
+  declare deleted: boolean;
+  declare clockMs: number;
+  declare lastIndex: number;
+  declare readonly gone: Record<GoneReason, number>;
+  declare enqueued: number;
+  declare exclusiveOwner: string | null;
+  declare move: MoveState | null;
+  declare compaction: CompactionState | null;
+
+  constructor(fields: QueueState) {
+    this.name = fields.name;
+    this.args = fields.args;
+    this.messages = fields.messages;
+    this.ready = fields.ready;
+    this.delayedHeap = fields.delayedHeap;
+    this.expiryHeap = fields.expiryHeap;
+    this.totals = fields.totals;
+    this.consumers = fields.consumers;
+    this.getHolders = fields.getHolders;
+    this.activeConsumerId = fields.activeConsumerId;
+    this.producers = fields.producers;
+    this.serveSeq = fields.serveSeq;
+    this.hadConsumer = fields.hadConsumer;
+    this.lastUsedAt = DOUBLE_FIELD;
+    this.tickAt = DOUBLE_FIELD;
+    this.deleted = fields.deleted;
+    this.clockMs = DOUBLE_FIELD;
+    this.lastIndex = DOUBLE_FIELD;
+    this.gone = fields.gone;
+    this.enqueued = fields.enqueued;
+    this.exclusiveOwner = fields.exclusiveOwner;
+    this.move = fields.move;
+    this.compaction = fields.compaction;
+    this.lastUsedAt = fields.lastUsedAt;
+    this.tickAt = fields.tickAt;
+    this.clockMs = fields.clockMs;
+    this.lastIndex = fields.lastIndex;
+  }
+}
+
+/** A priority level's object, built the same way everywhere (see QueueStateRecord). */
+class ReadyLevelRecord implements ReadyLevel {
+  declare readonly returned: number[];
+  declare readonly fresh: IdDeque;
+
+  constructor(returned: number[], fresh: IdDeque) {
+    this.returned = returned;
+    this.fresh = fresh;
+  }
+}
+
+/** A priority level holding `returned` and `fresh`. */
+export function readyLevelOf(returned: number[], fresh: IdDeque): ReadyLevel {
+  return new ReadyLevelRecord(returned, fresh);
+}
+
+/** A queue's state object holding `fields` (see QueueStateRecord). */
+export function queueStateOf(fields: QueueState): QueueState {
+  return new QueueStateRecord(fields);
 }
 
 export function createQueueState(name: string, args: QueueArguments, now = 0): QueueState {
   const ready: ReadyLevel[] = [];
-  for (let level = 0; level <= args.maxPriority; level += 1) ready.push({ returned: [], fresh: new IdDeque() });
-  const state: QueueState = {
+  for (let level = 0; level <= args.maxPriority; level += 1) ready.push(readyLevelOf([], new IdDeque()));
+  return queueStateOf({
     name,
     args,
     messages: new MessageStore(),
@@ -209,18 +291,17 @@ export function createQueueState(name: string, args: QueueArguments, now = 0): Q
     producers: new Map(),
     serveSeq: 0,
     hadConsumer: false,
-    lastUsedAt: DOUBLE_FIELD,
-    tickAt: DOUBLE_FIELD,
+    lastUsedAt: now,
+    tickAt: -1,
     deleted: false,
-    clockMs: DOUBLE_FIELD,
-    lastIndex: DOUBLE_FIELD,
+    clockMs: now,
+    lastIndex: 0,
     gone: emptyGone(),
     enqueued: 0,
     exclusiveOwner: null,
     move: null,
     compaction: args.compactionKey === undefined ? null : createCompactionState(),
-  };
-  return withClockFields(state, { lastUsedAt: now, tickAt: -1, clockMs: now, lastIndex: 0 });
+  });
 }
 
 export function emptyGone(): Record<GoneReason, number> {

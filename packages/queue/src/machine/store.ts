@@ -427,11 +427,15 @@ export class MessageStore {
     } else {
       copy.index = this.index.slice();
     }
-    copy.previousIndex = this.previousIndex?.slice() ?? null;
-    copy.previousCursor = this.previousCursor;
-    copy.freeHead = this.freeHead;
-    copy.used = used;
-    copy.count = this.count;
+    // A field still at its initial value is left as built: V8 treats a field written only
+    // when its object was built as unchanging, and the first later store to it (a copy's,
+    // while the live store had never written `freeHead`, say) throws away the optimised code
+    // that relied on that (`insert` at a queue's first snapshot). See QueueStateRecord.
+    if (this.previousIndex !== null) copy.previousIndex = this.previousIndex.slice();
+    if (this.previousCursor !== 0) copy.previousCursor = this.previousCursor;
+    if (this.freeHead !== -1) copy.freeHead = this.freeHead;
+    if (used !== 0) copy.used = used;
+    if (this.count !== 0) copy.count = this.count;
     for (const [id, size] of this.bigSizes) copy.bigSizes.set(id, size);
     for (const [id, deaths] of this.deaths) copy.deaths.set(id, structuredClone(deaths));
     for (const [id, ms] of this.expirations) copy.expirations.set(id, ms);
@@ -442,7 +446,7 @@ export class MessageStore {
       if (entry !== undefined) copy.routeTable[i] = { ...entry };
     }
     copy.routeFree.push(...this.routeFree);
-    copy.lastRoute = this.lastRoute;
+    if (this.lastRoute !== -1) copy.lastRoute = this.lastRoute;
     return copy;
   }
 
