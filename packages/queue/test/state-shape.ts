@@ -13,7 +13,16 @@ import { apply, type Command, type QueueState } from '../src/machine/index.js';
 
 setFlagsFromString('--allow-natives-syntax');
 export const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b);') as (a: object, b: object) => boolean;
+/** V8's %PrepareFunctionForOptimization, %OptimizeFunctionOnNextCall and %GetOptimizationStatus. */
+export const prepareForOptimization = new Function('f', '%PrepareFunctionForOptimization(f);') as (f: unknown) => void;
+export const optimizeOnNextCall = new Function('f', '%OptimizeFunctionOnNextCall(f);') as (f: unknown) => void;
+export const optimizationStatus = new Function('f', 'return %GetOptimizationStatus(f);') as (f: unknown) => number;
+/** Installs what V8's compiler threads finished (a function may also have tiered up on its own). */
+export const finalizeOptimization = new Function('%FinalizeOptimization();') as () => void;
 setFlagsFromString('--no-allow-natives-syntax');
+/** V8's "optimised by TurboFan" bit of %GetOptimizationStatus. */
+export const TURBOFANNED = 1 << 6;
+export const isOptimised = (f: unknown): boolean => (optimizationStatus(f) & TURBOFANNED) !== 0;
 
 /** What the server passes: a leader clock in ms and indexes times its entry span (4096). */
 export const CLOCK = 1_764_900_000_000;
@@ -35,6 +44,9 @@ const enqueue = (producerId: string, sequence: number): Command => ({
   producerId,
   sequence,
 });
+
+/** `n` publishes of 1 KiB from producer p, sequences from `from` on. */
+export const publishes = (from: number, n: number): Command[] => Array.from({ length: n }, (_, i) => enqueue('p', from + i));
 
 /** A run's commands: publishes, a consumer that acks and goes, ticks, a redeclare and a purge. */
 export const LIFE: readonly Command[] = [
