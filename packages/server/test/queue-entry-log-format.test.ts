@@ -99,6 +99,24 @@ describe('queue commands as QueueCommand messages', () => {
     for (const command of COMMANDS) expect(decodeQueueCommand(encodeQueueCommand(command)), command.type).toStrictEqual(command);
   });
 
+  it("read back as the whole QueueCommand's generated toObject gives its case, key for key and in order", () => {
+    for (const command of COMMANDS) {
+      const bytes = encodeQueueCommand(command);
+      const message = pb.QueueCommand.decode(bytes);
+      const reference = (pb.QueueCommand.toObject(message, { defaults: true }) as Record<string, Record<string, unknown>>)[message.command!]!;
+      reference['type'] = message.command;
+      const decoded = decodeQueueCommand(bytes) as unknown as Record<string, unknown>;
+      expect(Object.keys(decoded), command.type).toEqual(Object.keys(reference));
+      // Death records are rebuilt in the machine's field order (the next test).
+      if ('deaths' in reference) {
+        expect(decoded['deaths'], command.type).toStrictEqual((command as { deaths?: unknown }).deaths);
+        delete reference['deaths'];
+        delete decoded['deaths'];
+      }
+      expect(decoded, command.type).toStrictEqual(reference);
+    }
+  });
+
   it('cover every type the machine knows, and QueueCommand has no other', () => {
     const tags = descriptorTags(readFileSync(descriptorSetPath));
     const cases = [...tags.keys()].filter((name) => /^QueueCommand\.[a-z][A-Za-z]*$/.test(name)).map((name) => name.slice('QueueCommand.'.length));
