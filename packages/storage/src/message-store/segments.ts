@@ -38,6 +38,8 @@ export class Segment {
   records: SegmentRecords | null;
   /** A compaction of it failed: it is not tried again until a record in it dies. */
   compactionFailed = false;
+  /** The store's released bytes when a record of it last died (the store's clock for settling). */
+  lastDeathAt = 0;
 
   constructor(
     readonly number: number,

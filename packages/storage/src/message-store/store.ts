@@ -12,7 +12,10 @@
  * the read-ahead cache; every frame read from a file is checked (crc, record id).
  *
  * Reclaiming (only after `recovered()`): a sealed segment without a live record is deleted;
- * one mostly dead is compacted (compaction.ts), one at a time.
+ * one mostly dead is compacted (compaction.ts), one at a time, once it has settled: no record
+ * of it died while the store released `compactSettleBytes` of others. A queue consumed in
+ * order empties its segments front to back, and a segment it is still emptying is deleted
+ * without a copy; one whose live records stay (a slow queue's, an unacked one) settles.
  *
  * Single-threaded like the rest of the node: nothing here is shared with another thread, and
  * every method but the writer's and the compaction's steps runs to completion.
@@ -97,6 +100,12 @@ export class MessageStore implements MessageStoreApi {
   private readonly compactionHost: CompactionHost;
   private compactions = 0;
   private compactedBytes = 0;
+  /** Frame bytes released since the store opened: the clock segments settle by. */
+  private releasedFrameBytes = 0;
+  /** Mostly dead sealed segments waiting to settle before they are compacted. */
+  private readonly settling = new Set<number>();
+  /** `releasedFrameBytes` at which `settling` is looked at again. */
+  private nextSettleCheck = 0;
   /** Deletions in flight; `close` waits for them. */
   private readonly background = new Set<Promise<void>>();
 
@@ -219,9 +228,12 @@ export class MessageStore implements MessageStoreApi {
     this.liveMessageBytes -= messageBytes;
     const segment = this.segmentOf(segmentNumber);
     segment.removeLive(FRAME_OVERHEAD_BYTES + messageBytes);
+    this.releasedFrameBytes += FRAME_OVERHEAD_BYTES + messageBytes;
+    segment.lastDeathAt = this.releasedFrameBytes;
     this.lookup?.forget(recordId, handle);
     segment.compactionFailed = false; // something changed: worth another try
     this.maybeReclaim(segment);
+    if (this.settling.size > 0 && this.releasedFrameBytes >= this.nextSettleCheck) this.checkSettling();
   }
 
   recordId(handle: BodyHandle): number {
@@ -239,6 +251,9 @@ export class MessageStore implements MessageStoreApi {
     this.lookup = null;
     this.handles.trim();
     if (this.lifecycle !== 'open') return;
+    // What the segments found at open went through is not known: their live records outlived
+    // a restart, so the mostly dead ones count as settled.
+    for (const segment of this.segments.values()) segment.lastDeathAt = -this.config.compactSettleBytes;
     const dead = [...this.segments.values()].filter((segment) => segment.state === 'sealed' && segment.liveRecords === 0);
     if (dead.length > 0 || this.orphanIndexes.length > 0) this.deleteSegments(dead, this.orphanIndexes);
     for (const segment of this.segments.values()) this.maybeReclaim(segment);
@@ -553,19 +568,47 @@ export class MessageStore implements MessageStoreApi {
       this.deleteSegments([segment], []);
       return;
     }
-    if (this.worthCompacting(segment)) {
+    if (!this.mostlyDead(segment)) return;
+    if (this.settled(segment)) {
+      this.settling.delete(segment.number);
       this.compactionQueue.add(segment.number);
       this.maybeStartCompaction();
+    } else {
+      this.settling.add(segment.number);
     }
   }
 
-  private worthCompacting(segment: Segment): boolean {
+  private mostlyDead(segment: Segment): boolean {
     return (
       segment.state === 'sealed' &&
       segment.liveRecords > 0 &&
       !segment.compactionFailed &&
       segment.liveFrameBytes < this.config.compactBelow * segment.fileBytes
     );
+  }
+
+  /** No record of it died while the store released `compactSettleBytes` of others. */
+  private settled(segment: Segment): boolean {
+    return this.releasedFrameBytes - segment.lastDeathAt >= this.config.compactSettleBytes;
+  }
+
+  private worthCompacting(segment: Segment): boolean {
+    return this.mostlyDead(segment) && this.settled(segment);
+  }
+
+  /** Queues the settling segments that settled; forgets those no longer mostly dead. */
+  private checkSettling(): void {
+    this.nextSettleCheck = this.releasedFrameBytes + Math.max(1, Math.floor(this.config.compactSettleBytes / 8));
+    for (const number of this.settling) {
+      const segment = this.segments.get(number);
+      if (segment === undefined || !this.mostlyDead(segment)) {
+        this.settling.delete(number);
+      } else if (this.settled(segment)) {
+        this.settling.delete(number);
+        this.compactionQueue.add(number);
+      }
+    }
+    this.maybeStartCompaction();
   }
 
   private maybeStartCompaction(): void {
@@ -644,6 +687,7 @@ export class MessageStore implements MessageStoreApi {
       assert(segment.liveRecords === 0 && segment !== this.placing && segment !== this.writer?.segment, () => `segment ${segment.number} is not deletable`);
       segment.state = 'deleted';
       this.segments.delete(segment.number);
+      this.settling.delete(segment.number);
       this.reader.forget(segment.number, true);
     }
     const { fs, dir, logger } = this.config;
