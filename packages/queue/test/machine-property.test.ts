@@ -190,6 +190,8 @@ function leavingOnSuccess(state: QueueState, command: Command): Map<number, stri
     for (const id of command.messageIds) if (state.messages.get(id)?.place === 'moving') leaving.set(id, 'moved');
   } else if (command.type === 'delete' && validateCommandOk(state, command)) {
     for (const id of state.messages.keys()) leaving.set(id, 'deleted');
+  } else if (command.type === 'purge') {
+    for (const message of state.messages.values()) if (message.place === 'ready' || message.place === 'delayed') leaving.set(message.id, 'purged');
   }
   return leaving;
 }
@@ -262,6 +264,12 @@ function runSequence(args: QueueArgumentsInput, steps: readonly Step[], options:
     if (result.reply.type === 'rejected' && refusedToDlx) enqueuedIds.add(i + 1);
     if (result.reply.type !== 'error') for (const [id, reason] of expectedGone) goneIds.set(id, reason);
     recordGoneFromEffects(result, goneIds);
+    if (command.type === 'purge' && result.reply.type === 'purged') {
+      // One effect counts them all (none when nothing waited).
+      const purged = [...expectedGone.values()].filter((reason) => reason === 'purged').length;
+      expect(result.reply.messagesDropped).toBe(purged);
+      expect(result.effects.filter((e) => e.type === 'dropWaiting')).toEqual(purged === 0 ? [] : [{ type: 'dropWaiting', reason: 'purged', count: purged }]);
+    }
     checkEveryMessageAccounted(state, enqueuedIds, goneIds);
     if (result.reply.type === 'error') {
       expect(hash, `error reply ${result.reply.code} changed the state`).toBe(before);

@@ -450,6 +450,33 @@ describe('spec 7: lifecycle', () => {
     expect(h.run({ type: 'purge' })).toEqual({ type: 'purged', messagesDropped: 2 });
     expect(h.state.totals.delivered.count).toBe(1);
     expect(h.state.gone.purged).toBe(2);
+    expect(h.ofType('dropWaiting')).toEqual([{ type: 'dropWaiting', reason: 'purged', count: 2 }]);
+    expect(h.ofType('drop')).toEqual([]);
+  });
+
+  it('a purge of a queue whose messages all wait is one effect, and gives their memory back', () => {
+    const h = new Harness({ compactionKey: 'k' });
+    for (let i = 0; i < 20_000; i++) h.publish({ delayMs: i % 10 === 0 ? 60_000 : undefined, expirationMs: 30_000, compactionKey: i % 3 === 0 ? `key-${i}` : undefined });
+    const live = h.state.messages.size;
+    expect(live).toBe(20_000);
+    expect(h.state.messages.capacity).toBeGreaterThanOrEqual(live);
+    expect(h.run({ type: 'purge' })).toEqual({ type: 'purged', messagesDropped: live });
+    expect(h.effects).toEqual([{ type: 'dropWaiting', reason: 'purged', count: live }]);
+    expect(h.state.messages.size).toBe(0);
+    expect(h.state.messages.capacity).toBeLessThanOrEqual(16);
+    expect(h.state.totals.ready).toEqual({ count: 0, bytes: 0 });
+    expect(h.state.totals.delayed).toEqual({ count: 0, bytes: 0 });
+    expect(h.state.gone.purged).toBe(live);
+    expect(h.state.expiryHeap.size).toBe(0);
+    expect(h.state.compaction?.keys.size).toBe(0);
+    // The queue goes on as a fresh one would: publish, consume, ack.
+    const id = h.publish({ compactionKey: 'key-1' });
+    h.run({ type: 'subscribe', consumerId: 'c', prefetch: 1 });
+    const [delivery] = h.deliveries('c');
+    expect(delivery?.messageId).toBe(id);
+    h.run({ type: 'ack', consumerId: 'c', deliveryTag: delivery!.deliveryTag });
+    expect(h.state.messages.size).toBe(0);
+    expect(h.state.compaction?.keys.size).toBe(0);
   });
 });
 

@@ -55,6 +55,9 @@ export class EffectRunner {
       case 'drop':
         parts.metrics.dropped.inc({ reason: effect.reason });
         return;
+      case 'dropWaiting':
+        parts.metrics.dropped.inc({ reason: effect.reason }, effect.count);
+        return;
       case 'consumerTimedOut':
         parts.consumers.get(effect.consumerId)?.event({
           kind: 'consumer_timeout',

@@ -216,7 +216,40 @@ describe('ReplicaBodies', () => {
       bodies.snapshotSaved();
       expect(live(store)).toBe(1);
     });
+
+    it('when every message left (a purge): pins those the snapshot listed, readable until the next save, and releases the rest at once', async () => {
+      const store = await stores.open();
+      const bodies = new ReplicaBodies(store);
+      for (let id = 1; id <= 1000; id++) bodies.put(id, bytesOf(id));
+      bodies.snapshotTaken(() => true);
+      for (let id = 1001; id <= 1100; id++) bodies.put(id, bytesOf(id)); // after the snapshot
+      for (let id = 1101; id <= 1110; id++) bodies.hold(id, bytesOf(id)); // held
+      expect(live(store)).toBe(1100);
+
+      bodies.sweep(() => false, 0);
+      expect(bodies.size).toBe(0);
+      expect(bodies.bytes).toBe(0);
+      expect(bodies.heldBytes).toBe(0);
+      expect(bodies.pinnedBytes).toBe(1000 * 100);
+      expect(live(store)).toBe(1000); // those no snapshot lists are gone
+      for (const id of [1, 2, 500, 999, 1000]) expect(read(bodies, id), `message ${id}`).toEqual(bytesOf(id));
+      for (const id of [1001, 1100, 1105]) expect(bodies.read(id), `message ${id}`).toBeUndefined();
+      const shared = bodies.shareRecord(7); // a follower installing the snapshot may still fetch it
+      expect(shared).toBeDefined();
+      store.release(shared!);
+
+      // The next snapshot lists none of them; the one on disk does until it is saved.
+      bodies.put(2000, bytesOf(2000));
+      bodies.snapshotTaken(() => true);
+      expect(read(bodies, 500)).toEqual(bytesOf(500));
+      expect(live(store)).toBe(1001);
+      bodies.snapshotSaved();
+      expect(bodies.read(500)).toBeUndefined();
+      expect(live(store)).toBe(1);
+      expect(read(bodies, 2000)).toEqual(bytesOf(2000));
+    });
   });
+
   describe('held messages (views of their log entries until a snapshot or a few MiB)', () => {
     it('reads a held message from its entry, and one that leaves before the snapshot never reaches the store', async () => {
       const store = await stores.open();

@@ -104,6 +104,13 @@ export function forgetKeyed(compaction: CompactionState, id: number): void {
   if (record.live.length === 0) compaction.keys.delete(key);
 }
 
+/** `forgetKeyed` of every live keyed message. */
+export function forgetAllKeyed(compaction: CompactionState): void {
+  compaction.keyOf.clear();
+  compaction.keys.clear();
+  compaction.tombstones = 0;
+}
+
 export function isTombstone(state: QueueState, id: number): boolean {
   const key = state.compaction?.keyOf.get(id);
   if (key === undefined) return false;

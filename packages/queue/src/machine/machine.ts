@@ -18,8 +18,8 @@ import {
   holderOf,
   pruneStaleIndexEntries,
   remove,
+  removeAllWaiting,
   type DeliveryHolder,
-  type GoneReason,
   type MessageHeader,
   type QueueState,
 } from './state.js';
@@ -304,21 +304,27 @@ function newGetHolder(state: QueueState, id: ConsumerId): DeliveryHolder {
   return holder;
 }
 
-/** Drops every ready and delayed message (purge, delete). Unacked ones stay with consumers. */
-function dropWaiting(state: QueueState, reason: GoneReason, effects: Effect[]): number {
-  let dropped = 0;
-  for (const message of [...state.messages.values()]) {
-    if (message.place !== 'ready' && message.place !== 'delayed') continue;
-    remove(state, message, reason);
-    effects.push({ type: 'drop', messageId: message.id, reason: reason === 'purged' ? 'purged' : 'deleted' });
-    dropped += 1;
+/**
+ * Drops every ready and delayed message (purge, delete). Unacked ones stay with consumers.
+ * One effect for them all: a purge of a million messages is one apply on every replica, and
+ * it must not also be a million effects on the leader.
+ */
+function dropWaiting(state: QueueState, reason: 'purged' | 'deleted', effects: Effect[]): number {
+  const waiting = state.totals.ready.count + state.totals.delayed.count;
+  if (waiting > 0 && waiting === state.messages.size) {
+    removeAllWaiting(state, reason);
+  } else if (waiting > 0) {
+    for (const message of state.messages.values()) {
+      if (message.place === 'ready' || message.place === 'delayed') remove(state, message, reason);
+    }
   }
   for (const level of state.ready) {
     level.returned.length = 0;
     level.fresh.clear();
   }
   state.delayedHeap.clear();
-  return dropped;
+  if (waiting > 0) effects.push({ type: 'dropWaiting', reason, count: waiting });
+  return waiting;
 }
 
 function deleteQueue(state: QueueState, effects: Effect[]): Reply {

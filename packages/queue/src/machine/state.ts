@@ -12,7 +12,7 @@ import { IdDeque } from './deque.js';
 import { assert } from './errors.js';
 import type { ConsumerId } from './types.js';
 import type { ProducerRecord } from './dedup.js';
-import { createCompactionState, forgetKeyed, type CompactionState } from './compaction.js';
+import { createCompactionState, forgetAllKeyed, forgetKeyed, type CompactionState } from './compaction.js';
 
 export type { Place } from './store.js';
 export { MessageHeader } from './store.js';
@@ -427,6 +427,26 @@ export function remove(state: QueueState, message: MessageHeader, reason: GoneRe
   state.messages.delete(message.id);
   state.gone[reason] += 1;
   if (state.compaction !== null) forgetKeyed(state.compaction, message.id);
+}
+
+/**
+ * Every message leaves at once, as `remove` would take each (all of them ready or delayed: a
+ * purge with nothing unacked, moving or dead-lettering): one step instead of one per message.
+ * The ready deques and the delayed heap are the caller's to clear; the expiry heap, whose
+ * entries would all be stale, is cleared here.
+ */
+export function removeAllWaiting(state: QueueState, reason: GoneReason): void {
+  const { ready, delayed } = state.totals;
+  const count = state.messages.size;
+  assert(ready.count + delayed.count === count, () => `${count} messages, ${ready.count + delayed.count} of them waiting`);
+  state.messages.clear();
+  state.expiryHeap.clear();
+  ready.count = 0;
+  ready.bytes = 0;
+  delayed.count = 0;
+  delayed.bytes = 0;
+  state.gone[reason] += count;
+  if (state.compaction !== null) forgetAllKeyed(state.compaction);
 }
 
 /** Stale index entries tolerated beyond twice the live ones before they are pruned. */

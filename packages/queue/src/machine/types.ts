@@ -170,7 +170,9 @@ export type Effect =
       readonly confirmRequired: boolean;
     }
   /** The message left the queue without a dead-letter target; counted in metrics. */
-  | { readonly type: 'drop'; readonly messageId: number; readonly reason: DeadLetterReason | 'purged' | 'deleted' }
+  | { readonly type: 'drop'; readonly messageId: number; readonly reason: DeadLetterReason }
+  /** Every waiting (ready or delayed) message left at once (a purge, a delete); counted in metrics. */
+  | { readonly type: 'dropWaiting'; readonly reason: 'purged' | 'deleted'; readonly count: number }
   | { readonly type: 'consumerTimedOut'; readonly consumerId: ConsumerId; readonly deliveryTag: number }
   /** Propose a `tick` command at (or soon after) this leader time. */
   | { readonly type: 'scheduleTick'; readonly at: number }
