@@ -18,7 +18,7 @@ import {
   holderOf,
   pruneStaleIndexEntries,
   remove,
-  removeAllWaiting,
+  removeAll,
   type DeliveryHolder,
   type MessageHeader,
   type QueueState,
@@ -312,7 +312,7 @@ function newGetHolder(state: QueueState, id: ConsumerId): DeliveryHolder {
 function dropWaiting(state: QueueState, reason: 'purged' | 'deleted', effects: Effect[]): number {
   const waiting = state.totals.ready.count + state.totals.delayed.count;
   if (waiting > 0 && waiting === state.messages.size) {
-    removeAllWaiting(state, reason);
+    removeAll(state, reason);
   } else if (waiting > 0) {
     for (const message of state.messages.values()) {
       if (message.place === 'ready' || message.place === 'delayed') remove(state, message, reason);
@@ -329,7 +329,7 @@ function dropWaiting(state: QueueState, reason: 'purged' | 'deleted', effects: E
 
 function deleteQueue(state: QueueState, effects: Effect[]): Reply {
   const live = state.messages.size;
-  for (const message of [...state.messages.values()]) remove(state, message, 'deleted');
+  removeAll(state, 'deleted');
   for (const consumer of state.consumers.values()) consumer.unacked.clear();
   dropWaiting(state, 'deleted', effects);
   state.consumers.clear();

@@ -430,21 +430,19 @@ export function remove(state: QueueState, message: MessageHeader, reason: GoneRe
 }
 
 /**
- * Every message leaves at once, as `remove` would take each (all of them ready or delayed: a
- * purge with nothing unacked, moving or dead-lettering): one step instead of one per message.
- * The ready deques and the delayed heap are the caller's to clear; the expiry heap, whose
- * entries would all be stale, is cleared here.
+ * Every message leaves at once, as `remove` would take each, in one step instead of one per
+ * message. Consumers' unacked maps and the get holders are the caller's (a purge calls it
+ * only when every message waits; a delete clears them), as are the ready deques and the
+ * delayed heap; the expiry heap, whose entries would all be stale, is cleared here.
  */
-export function removeAllWaiting(state: QueueState, reason: GoneReason): void {
-  const { ready, delayed } = state.totals;
+export function removeAll(state: QueueState, reason: GoneReason): void {
   const count = state.messages.size;
-  assert(ready.count + delayed.count === count, () => `${count} messages, ${ready.count + delayed.count} of them waiting`);
   state.messages.clear();
   state.expiryHeap.clear();
-  ready.count = 0;
-  ready.bytes = 0;
-  delayed.count = 0;
-  delayed.bytes = 0;
+  for (const totals of Object.values(state.totals)) {
+    totals.count = 0;
+    totals.bytes = 0;
+  }
   state.gone[reason] += count;
   if (state.compaction !== null) forgetAllKeyed(state.compaction);
 }
