@@ -297,10 +297,9 @@ export class ReplicaBodies {
     this.releasing = new Map();
     for (const handle of releasing.values()) this.store.release(handle);
     if (this.releasingRuns.length > 0) {
-      // A purge's records: released a slice per turn (MessageStore.releaseLater).
       const runs = this.releasingRuns;
       this.releasingRuns = [];
-      for (const run of runs) this.store.releaseLater(run.handles);
+      for (const run of runs) for (const handle of run.handles) this.store.release(handle);
     }
   }
 
@@ -312,21 +311,16 @@ export class ReplicaBodies {
     this.pinBelow = messageIds.length === 0 ? 0 : messageIds[messageIds.length - 1]! + 1;
   }
 
-  /**
-   * Releases every record (the replica is replaced by a portable snapshot, or deleted): a
-   * slice per turn (MessageStore.releaseLater), as a deleted queue may hold millions.
-   */
+  /** Releases every record (the replica is replaced by a portable snapshot, or deleted). */
   clear(): void {
-    const handles: BodyHandle[] = [];
     this.live.forEach((_id, handle) => {
-      if (handle !== HELD) handles.push(handle);
+      if (handle !== HELD) this.store.release(handle);
     });
     this.held = new Map();
     this.heldSum = 0;
-    for (const handle of this.pinned.values()) handles.push(handle);
-    for (const handle of this.releasing.values()) handles.push(handle);
-    for (const run of [...this.pinnedRuns, ...this.releasingRuns]) for (const handle of run.handles) handles.push(handle);
-    this.store.releaseLater(handles);
+    for (const handle of this.pinned.values()) this.store.release(handle);
+    for (const handle of this.releasing.values()) this.store.release(handle);
+    for (const run of [...this.pinnedRuns, ...this.releasingRuns]) for (const handle of run.handles) this.store.release(handle);
     this.pinnedRuns = [];
     this.releasingRuns = [];
     this.live.clear();

@@ -139,7 +139,6 @@ describe('ReplicaBodies', () => {
     bodies.delete(2); // pinned; 1 now awaits the save of this snapshot
     expect(live(store)).toBe(6);
     bodies.clear();
-    await store.idle(); // released a slice per turn (releaseLater)
     expect(live(store)).toBe(0);
     expect(bodies.size).toBe(0);
     expect(bodies.bytes).toBe(0);
@@ -246,7 +245,6 @@ describe('ReplicaBodies', () => {
       expect(live(store)).toBe(1001);
       bodies.snapshotSaved();
       expect(bodies.read(500)).toBeUndefined();
-      await store.idle(); // the run is released a slice per turn (releaseLater)
       expect(live(store)).toBe(1);
       expect(read(bodies, 2000)).toEqual(bytesOf(2000));
     });
@@ -329,7 +327,6 @@ describe('ReplicaBodies', () => {
       bodies.put(1, bytesOf(1));
       bodies.hold(2, bytesOf(2));
       bodies.clear();
-      await store.idle();
       expect(bodies.size).toBe(0);
       expect(bodies.bytes).toBe(0);
       expect(bodies.read(2)).toBeUndefined();

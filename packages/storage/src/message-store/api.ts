@@ -57,11 +57,6 @@ export interface MessageStoreApi {
   retain(handle: BodyHandle): void;
   /** Drops one reference; the record is dead once none is left. */
   release(handle: BodyHandle): void;
-  /**
-   * `release` of each handle, a slice per turn (the store takes the array): for the many
-   * records a purge or a snapshot's save lets go of at once. Each stays readable until then.
-   */
-  releaseLater(handles: BodyHandle[]): void;
   /** The record id of a live record (what a snapshot keeps). */
   recordId(handle: BodyHandle): number;
   /** Byte length of a live record's message. */

@@ -41,12 +41,6 @@ import { RecoveryLookup } from './recovery-lookup.js';
 import { closeQuietly, createSegmentFile, loadSegment, unlinkIfPresent, unlinkSegmentFiles, writeIndexFile, type LoadedSegment } from './segment-files.js';
 import { SegmentRecords } from './segment-records.js';
 import { INDEX_FILE, indexFileName, Segment, SEGMENT_FILE, SEGMENT_NUMBER_MAX } from './segments.js';
-
-/**
- * References `releaseLater` drops per turn: a purge's or a drained queue's records go a slice
- * at a time (releasing 200,000 at once held the event loop for 12-39 ms, cold the longer).
- */
-export const RELEASES_PER_TURN = 16_384;
 import { openStoreId, randomStoreId } from './store-id.js';
 import { resolveOptions, type MessageStoreOptions, type StoreConfig } from './store-options.js';
 
@@ -106,10 +100,6 @@ export class MessageStore implements MessageStoreApi {
   private readonly compactionHost: CompactionHost;
   private compactions = 0;
   private compactedBytes = 0;
-  /** Handles given to `releaseLater` and not released yet, oldest first; the next at `releaseAt` of the first. */
-  private readonly releaseQueue: BodyHandle[][] = [];
-  private releaseAt = 0;
-  private releasesScheduled = false;
   /** Frame bytes released since the store opened: the clock segments settle by. */
   private releasedFrameBytes = 0;
   /** Mostly dead sealed segments waiting to settle before they are compacted. */
@@ -244,45 +234,6 @@ export class MessageStore implements MessageStoreApi {
     segment.compactionFailed = false; // something changed: worth another try
     this.maybeReclaim(segment);
     if (this.settling.size > 0 && this.releasedFrameBytes >= this.nextSettleCheck) this.checkSettling();
-  }
-
-  releaseLater(handles: BodyHandle[]): void {
-    this.assertOpen('releaseLater');
-    if (handles.length === 0) return;
-    this.releaseQueue.push(handles);
-    this.scheduleReleases();
-  }
-
-  private scheduleReleases(): void {
-    if (this.releasesScheduled) return;
-    this.releasesScheduled = true;
-    this.config.scheduleFlush(() => {
-      this.releasesScheduled = false;
-      this.runReleases(RELEASES_PER_TURN);
-    });
-  }
-
-  /** Releases up to `budget` of the queued handles, and schedules the rest for the next turn. */
-  private runReleases(budget: number): void {
-    if (this.lifecycle !== 'open') {
-      // Closing: the records stay on disk, unreferenced, and the next open deletes them.
-      this.releaseQueue.length = 0;
-      this.releaseAt = 0;
-      return;
-    }
-    while (budget > 0 && this.releaseQueue.length > 0) {
-      const handles = this.releaseQueue[0]!;
-      const end = Math.min(handles.length, this.releaseAt + budget);
-      for (let i = this.releaseAt; i < end; i++) this.release(handles[i]!);
-      budget -= end - this.releaseAt;
-      if (end < handles.length) {
-        this.releaseAt = end;
-      } else {
-        this.releaseQueue.shift();
-        this.releaseAt = 0;
-      }
-    }
-    if (this.releaseQueue.length > 0) this.scheduleReleases();
   }
 
   recordId(handle: BodyHandle): number {
@@ -788,7 +739,6 @@ export class MessageStore implements MessageStoreApi {
   async idle(): Promise<void> {
     for (;;) {
       if (this.compacting !== null) await this.compacting;
-      else if (this.releaseQueue.length > 0 && this.lifecycle === 'open') this.runReleases(Number.MAX_SAFE_INTEGER);
       else if (this.background.size > 0) await Promise.all([...this.background]);
       else if (this.writing || this.flushScheduled) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
       else if (this.pending.waitingBytes > 0 && this.fatal === null && this.writeFailure === null) await this.runWriter();
