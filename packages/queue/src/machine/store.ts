@@ -454,15 +454,20 @@ export class MessageStore {
   static withCapacity(n: number): MessageStore {
     const store = new MessageStore();
     const capacity = Math.max(INITIAL_CAPACITY, 2 ** Math.ceil(Math.log2(Math.max(1, n))));
-    store.ids = new Float64Array(capacity).fill(-1);
-    store.sizes = new Uint32Array(capacity);
-    store.expiresAts = new Float64Array(capacity);
-    store.notBefores = new Float64Array(capacity);
-    store.deliveryCounts = new Int32Array(capacity);
-    store.routes = new Int32Array(capacity);
-    store.flags = new Uint8Array(capacity);
+    store.newColumns(capacity);
     store.index = new Int32Array(capacity * 2);
     return store;
+  }
+
+  /** Empty columns of `capacity` slots in place of the current ones. */
+  private newColumns(capacity: number): void {
+    this.ids = new Float64Array(capacity).fill(-1);
+    this.sizes = new Uint32Array(capacity);
+    this.expiresAts = new Float64Array(capacity);
+    this.notBefores = new Float64Array(capacity);
+    this.deliveryCounts = new Int32Array(capacity);
+    this.routes = new Int32Array(capacity);
+    this.flags = new Uint8Array(capacity);
   }
 
   /**
@@ -659,17 +664,8 @@ export class MessageStore {
    * No MessageHeader view may be held across it.
    */
   clear(): void {
-    if (this.ids.length > INITIAL_CAPACITY) {
-      this.ids = new Float64Array(INITIAL_CAPACITY).fill(-1);
-      this.sizes = new Uint32Array(INITIAL_CAPACITY);
-      this.expiresAts = new Float64Array(INITIAL_CAPACITY);
-      this.notBefores = new Float64Array(INITIAL_CAPACITY);
-      this.deliveryCounts = new Int32Array(INITIAL_CAPACITY);
-      this.routes = new Int32Array(INITIAL_CAPACITY);
-      this.flags = new Uint8Array(INITIAL_CAPACITY);
-    } else {
-      this.ids.fill(-1);
-    }
+    if (this.ids.length > INITIAL_CAPACITY) this.newColumns(INITIAL_CAPACITY);
+    else this.ids.fill(-1);
     if (this.index.length > INITIAL_CAPACITY * 2) this.index = new Int32Array(INITIAL_CAPACITY * 2);
     else this.index.fill(0);
     // Only fields that differ are written (see clone: a field never written since its object
