@@ -98,6 +98,15 @@ export class CertificateFiles implements experimental.CertificateProvider {
     for (const listener of this.identityListeners) listener(update);
   };
 
+  /**
+   * The certificates read last, for a connection made without grpc-js (bare-grpc-stream.ts).
+   * They are read again while a grpc-js listener or channel uses this provider (the peer
+   * listener does, for as long as the node runs).
+   */
+  current(): { ca?: Buffer; certificate?: Buffer; privateKey?: Buffer } {
+    return { ca: this.ca?.caCertificate, certificate: this.identity?.certificate, privateKey: this.identity?.privateKey };
+  }
+
   addCaCertificateListener(listener: CaListener): void {
     this.caListeners.add(listener);
     if (this.caListeners.size === 1) this.inner.addCaCertificateListener(this.onInnerCa);

@@ -16,12 +16,14 @@
  *
  * grpc-js sets a channel's window (`grpc-node.flow_control_window`) but not a server's: its
  * server sends the default SETTINGS. `widenServerWindows` hooks the one place grpc-js makes
- * its HTTP/2 server (`createHttp2Server`, not part of its typed API), adds the setting and
+ * its HTTP/2 server (grpc-http2-server.ts), adds the setting and
  * widens every session's connection window; the test in `http2-window.test.ts` reads what a
  * plain HTTP/2 client is told, so a grpc-js that moves that place fails it.
  */
-import type { Http2Server, Http2Session, Settings } from 'node:http2';
+import type { Http2Session, Settings } from 'node:http2';
 import type { Server } from '@grpc/grpc-js';
+
+import { onHttp2Server } from './grpc-http2-server.js';
 
 /** Each stream's and each connection's receive window, in bytes. */
 export const HTTP2_WINDOW_BYTES = 1024 * 1024;
@@ -31,7 +33,6 @@ export const CHANNEL_WINDOW_OPTIONS = { 'grpc-node.flow_control_window': HTTP2_W
 
 interface ServerInternals {
   commonServerOptions?: { settings?: Settings };
-  createHttp2Server?: (this: Server, ...args: unknown[]) => Http2Server;
 }
 
 /**
@@ -41,16 +42,11 @@ interface ServerInternals {
  */
 export function widenServerWindows(server: Server, bytes: number = HTTP2_WINDOW_BYTES): void {
   const internals = server as unknown as ServerInternals;
-  const create = internals.createHttp2Server;
-  if (typeof create !== 'function' || internals.commonServerOptions === undefined) {
-    throw new Error('this version of @grpc/grpc-js has no createHttp2Server: the HTTP/2 window cannot be set');
+  if (internals.commonServerOptions === undefined) {
+    throw new Error('this version of @grpc/grpc-js has no commonServerOptions: the HTTP/2 window cannot be set');
   }
   internals.commonServerOptions.settings = { ...internals.commonServerOptions.settings, initialWindowSize: bytes };
-  internals.createHttp2Server = function (this: Server, ...args: unknown[]): Http2Server {
-    const http2Server = create.apply(this, args);
-    http2Server.on('session', (session: Http2Session) => widenConnectionWindow(session, bytes));
-    return http2Server;
-  };
+  onHttp2Server(server, (http2Server) => http2Server.on('session', (session: Http2Session) => widenConnectionWindow(session, bytes)));
 }
 
 function widenConnectionWindow(session: Http2Session, bytes: number): void {

@@ -249,7 +249,7 @@ function appendRespBodyBytes(message: AppendResp): number {
  * Encodes everything queued for one peer as a RaftBatch. An append is sized and written
  * field by field into the one output buffer; other messages go through the generated code.
  */
-export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
+export function encodeRaftBatch(messages: readonly GroupMessage[], framed = false): Buffer {
   const parts: Array<Uint8Array | null> = new Array(messages.length);
   const sizes: number[] = new Array(messages.length);
   const appendSizes: number[] = new Array(messages.length);
@@ -289,8 +289,13 @@ export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
     sizes[i] = size;
     total += bytesFieldBytes(size);
   }
-  const out = Buffer.allocUnsafe(total);
-  let at = 0;
+  const head = framed ? GRPC_FRAME_HEADER_BYTES : 0;
+  const out = Buffer.allocUnsafe(head + total);
+  let at = head;
+  if (framed) {
+    out[0] = 0;
+    out.writeUInt32BE(total, 1);
+  }
   for (let i = 0; i < messages.length; i++) {
     out[at++] = BATCH_MESSAGE;
     at = writeVarint(out, at, sizes[i]!);
@@ -306,7 +311,7 @@ export function encodeRaftBatch(messages: readonly GroupMessage[]): Buffer {
         ? writeAppendResp(out, at, groupId, message, appendSizes[i]!)
         : writeAppend(out, at, groupId, message as Append, appendSizes[i]!);
   }
-  if (at !== total) throw new Error(`raft batch encoded to ${at} bytes, sized ${total}`);
+  if (at !== head + total) throw new Error(`raft batch encoded to ${at - head} bytes, sized ${total}`);
   return out;
 }
 
@@ -372,6 +377,12 @@ function writeAppend(out: Buffer, at: number, groupId: string, message: Append, 
  * and one batch of them all was refused by gRPC, which closed the stream and dropped the
  * batch, again at each retry.
  */
+/** The largest Raft stream message a node reads (grpc-js's receive limit on the peer listener before). */
+export const RAFT_STREAM_BYTES_MAX = 64 * 1024 * 1024;
+
+/** gRPC's length prefix of a message on the wire: a compressed flag and a 4-byte big-endian length. */
+export const GRPC_FRAME_HEADER_BYTES = 5;
+
 export const RAFT_BATCH_BYTES_MAX = 16 * 1024 * 1024;
 
 /** A message's bytes on the wire, about (its payload plus a fixed allowance for the rest). */

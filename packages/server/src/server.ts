@@ -23,7 +23,7 @@ import { auditLogger } from './audit-log.js';
 import { PeerAuthenticator, claimedNodeId, unauthenticatedPeer, type PeerCall } from './peer-auth.js';
 import { PeerCredentials, clientListenerCredentials } from './tls-credentials.js';
 import { authenticatedPeersOnly } from './via-peer.js';
-import { ForwardError, RaftTransportServed, raftStreamHandler } from './transport.js';
+import { ForwardError, raftStreamHandler, serveRaftStreams } from './transport.js';
 import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
 import { widenServerWindows } from './http2-window.js';
@@ -235,8 +235,9 @@ function peerServerOf(
         : 'refused a peer call without valid cluster credentials (a client on the peer listener, or a node with another cluster secret)',
     );
   };
-  server.addService(RaftTransportServed, {
-    stream: raftStreamHandler({
+  serveRaftStreams(
+    server,
+    raftStreamHandler({
       selfId: config.nodeId,
       authenticator,
       onMessage: (message) => node.receive(message),
@@ -265,7 +266,7 @@ function peerServerOf(
         );
       },
     }),
-  });
+  );
   server.addService(PeerService, {
     proposeBatch: (
       call: ServerUnaryCall<pb.ProposeBatchRequest, pb.ProposeBatchResponse.$Properties>,

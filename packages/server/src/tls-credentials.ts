@@ -15,7 +15,7 @@
  *   or DNS name), whatever the address (an IP address works).
  */
 import { ChannelCredentials, ServerCredentials, credentials, experimental, type ChannelOptions } from '@grpc/grpc-js';
-import type { PeerCertificate } from 'node:tls';
+import type { ConnectionOptions, PeerCertificate } from 'node:tls';
 
 import type { NodeConfig } from './config.js';
 import { CertificateFiles, type CertificateLog } from './certificate-files.js';
@@ -67,6 +67,27 @@ export class PeerCredentials {
         return new Error(`the peer presented a certificate for ${names.length === 0 ? 'nobody' : names.join(', ')}, not node ${nodeId}`);
       },
     });
+  }
+
+  /**
+   * TLS options of a connection this node dials to node `nodeId` itself (bare-grpc-stream.ts),
+   * the same checks as `channel`: the certificates read last, the node id as the name asked
+   * for (SNI) and as the one the server's certificate must name. Null: plaintext.
+   */
+  dialTls(nodeId: string): ConnectionOptions | null {
+    if (this.files === null) return null;
+    const { ca, certificate, privateKey } = this.files.current();
+    return {
+      ca,
+      cert: certificate,
+      key: privateKey,
+      servername: nodeId,
+      checkServerIdentity: (_host: string, cert: PeerCertificate) => {
+        const names = certificateNames(cert);
+        if (names.includes(nodeId)) return undefined;
+        return new Error(`the peer presented a certificate for ${names.length === 0 ? 'nobody' : names.join(', ')}, not node ${nodeId}`);
+      },
+    };
   }
 
   /**

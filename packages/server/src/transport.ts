@@ -14,8 +14,7 @@ import {
   status as Status,
   makeGenericClientConstructor,
   type Client,
-  type ClientDuplexStream,
-  type ServerDuplexStream,
+  type Server,
   type ServiceError,
 } from '@grpc/grpc-js';
 import { PeerService, RaftTransportService, quorumq } from '@quorumq/proto';
@@ -23,14 +22,16 @@ import type { Message, NodeId } from '@quorumq/raft';
 import type { Logger } from 'pino';
 
 import { splitAddress } from './listener-config.js';
-import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator } from './peer-auth.js';
+import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator, type PeerCall } from './peer-auth.js';
 import { PeerCredentials } from './tls-credentials.js';
 import { INCARNATION_CHANGED, INCARNATION_METADATA, LOST_DATA, YOUR_INCARNATION_METADATA, type NodeIncarnations } from './node-incarnation.js';
-import { decodeRaftBatch, encodeRaftBatch, raftBatchChunks, type GroupMessage, type WireMessage } from './raft-codec.js';
+import { RAFT_BATCH_BYTES_MAX, RAFT_STREAM_BYTES_MAX, decodeRaftBatch, encodeRaftBatch, raftBatchChunks, type GroupMessage, type WireMessage } from './raft-codec.js';
 import { DEFERRED_APPEND_MS, EAGER_HEARD_WITHIN_MS, HEDGE_AFTER_MS, coalesceAppends, deferrableAppends, holdFills } from './append-fanout.js';
 import type { HeldLoad } from './append-fanout.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
-import { CHANNEL_WINDOW_OPTIONS } from './http2-window.js';
+import { CHANNEL_WINDOW_OPTIONS, HTTP2_WINDOW_BYTES } from './http2-window.js';
+import { DialledStream, ServedStream } from './bare-grpc-stream.js';
+import { onHttp2Server, serveOnHttp2Server } from './grpc-http2-server.js';
 
 import pb = quorumq.v1;
 
@@ -51,6 +52,17 @@ const CHANNEL_OPTIONS = {
   // Answers and fetched bodies arrive without waiting for HTTP/2 credit (http2-window.ts).
   ...CHANNEL_WINDOW_OPTIONS,
 };
+
+/** A peer's connection not up within this is tried again (a host that drops packets answers nothing). */
+const CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * What may wait to be sent to one peer (not connected yet, or not reading): beyond it a batch
+ * is dropped, as a lossy network would drop it, and Raft sends again. 256 MiB: a turn that
+ * catches a follower up sends 96 MiB (24 appends of the core's 4 MiB), and grpc-js, which
+ * carried the stream before, held any amount.
+ */
+const STREAM_BUFFERED_BYTES_MAX = 16 * RAFT_BATCH_BYTES_MAX;
 
 interface Forward {
   readonly groupId: string;
@@ -78,7 +90,7 @@ interface PeerLink {
   readonly address: string;
   raftClient: Client;
   peerClient: Client;
-  stream: ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null;
+  stream: DialledStream | null;
   queued: GroupMessage[];
   /** Appends a commit does not wait for, held until the deferred flush (append-fanout.ts). */
   deferred: GroupMessage[];
@@ -255,7 +267,7 @@ export class PeerTransport {
     for (const link of this.links.values()) {
       // A batch already queued this turn carries the sign of life.
       if (link.queued.length > 0) continue;
-      this.streamOf(link)?.write([]);
+      this.streamOf(link)?.write(encodeRaftBatch([], true));
     }
   }
 
@@ -410,7 +422,7 @@ export class PeerTransport {
     // A group's appends that continue one another go as one (append-fanout.ts), in batches
     // under gRPC's message limit (raft-codec.ts, RAFT_BATCH_BYTES_MAX).
     const outgoing = messages.length > 1 ? coalesceAppends(messages) : messages;
-    for (const chunk of raftBatchChunks(outgoing)) stream.write(chunk);
+    for (const chunk of raftBatchChunks(outgoing)) stream.write(encodeRaftBatch(chunk, true));
     this.onBatch(outgoing.length);
   }
 
@@ -440,17 +452,24 @@ export class PeerTransport {
     return metadata;
   }
 
-  private streamOf(link: PeerLink): ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck> | null {
+  private streamOf(link: PeerLink): DialledStream | null {
     if (link.stream !== null) return link.stream;
     const now = Date.now();
     if (now < link.reconnectAt) return null;
     // The batch is serialized by hand (raft-codec.ts): a RaftBatch on the wire.
-    const stream = link.raftClient.makeBidiStreamRequest(
+    const stream = new DialledStream(
+      {
+        address: link.address,
+        tls: this.credentials.dialTls(link.id),
+        windowBytes: HTTP2_WINDOW_BYTES,
+        connectTimeoutMs: CONNECT_TIMEOUT_MS,
+        keepaliveMs: CHANNEL_OPTIONS['grpc.keepalive_time_ms'],
+        keepaliveTimeoutMs: CHANNEL_OPTIONS['grpc.keepalive_timeout_ms'],
+        bufferedBytesMax: STREAM_BUFFERED_BYTES_MAX,
+      },
       RaftTransportService.stream.path,
-      encodeRaftBatch,
-      RaftTransportService.stream.responseDeserialize,
       this.streamMetadataFor(link.id),
-    ) as ClientDuplexStream<readonly GroupMessage[], pb.RaftBatchAck>;
+    );
     link.stream = stream;
     stream.on('metadata', () => {
       if (!link.connected) this.logger.info({ peer: link.id, address: link.address }, 'peer stream open');
@@ -465,7 +484,7 @@ export class PeerTransport {
       link.connected = false;
       link.reconnectAt = Date.now() + 200;
     };
-    stream.on('error', (error: ServiceError) => {
+    stream.on('error', (error: { code: number; details: string; message?: string }) => {
       if (error.code === Status.UNAUTHENTICATED && !link.refusedWarned) {
         // It retries every few hundred ms: one line until a stream opens again.
         link.refusedWarned = true;
@@ -497,7 +516,7 @@ export class PeerTransport {
         this.logger.warn({ peer: link.id, address: link.address, reason: error.details }, 'peer address reached another node; resolving it again');
         if (link.stream === stream) this.renewClients(link);
       }
-      broken(error.details || error.message);
+      broken(error.details || (error.message ?? ''));
     });
     stream.on('end', () => broken('ended'));
     stream.on('data', () => {});
@@ -537,14 +556,28 @@ export interface RaftStreamOptions {
   readonly onLostOwnData?: (peer: NodeId) => void;
 }
 
+/** What the receiving side uses of a Raft stream (bare-grpc-stream.ts's ServedStream). */
+export interface RaftStreamCall extends PeerCall {
+  on(event: 'data', listener: (batch: readonly WireMessage[]) => void): unknown;
+  on(event: 'error' | 'end', listener: () => void): unknown;
+  /** Ends the call with this status (grpc-js's convention). */
+  emit(event: 'error', status: { code: number; details: string }): boolean;
+  sendMetadata(metadata: Metadata): void;
+  end(): void;
+}
+
 /**
- * The RaftTransport service as a node serves it: its stream's requests are read by hand
- * (raft-codec.ts `decodeRaftBatch`), into the messages raftStreamHandler takes.
+ * Serves the Raft stream on `server` (a grpc-js Server, before it binds) with `handler`
+ * (`raftStreamHandler`), not through grpc-js (bare-grpc-stream.ts): each message is a
+ * RaftBatch read by hand (raft-codec.ts `decodeRaftBatch`) up to RAFT_STREAM_BYTES_MAX.
  */
-export const RaftTransportServed = {
-  ...RaftTransportService,
-  stream: { ...RaftTransportService.stream, requestDeserialize: decodeRaftBatch },
-};
+export function serveRaftStreams(server: Server, handler: (call: RaftStreamCall) => void): void {
+  onHttp2Server(server, (http2Server) =>
+    serveOnHttp2Server(http2Server, RaftTransportService.stream.path, (stream, headers) =>
+      handler(new ServedStream(stream, headers, decodeRaftBatch, RAFT_STREAM_BYTES_MAX)),
+    ),
+  );
+}
 
 /**
  * The receiving side: authenticates the stream (peer-auth.ts), then decodes each batch and
@@ -558,7 +591,7 @@ export function raftStreamHandler(options: RaftStreamOptions) {
   const onWrongNode = options.onWrongNode ?? (() => {});
   const onRefused = options.onRefused ?? (() => {});
   const onBatch = options.onBatch ?? (() => {});
-  return (call: ServerDuplexStream<readonly WireMessage[], pb.RaftBatchAck.$Properties>): void => {
+  return (call: RaftStreamCall): void => {
     const peer = authenticator.authenticate(call);
     call.on('error', () => {});
     if (peer === null) {

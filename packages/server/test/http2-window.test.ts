@@ -42,7 +42,8 @@ async function windowsOf(address: string): Promise<{ stream: number | undefined;
 /** A plain HTTP/2 server that records the first client's SETTINGS and its connection window. */
 async function recordingServer(): Promise<{ address: string; seen: Promise<{ stream: number | undefined; connection: number | undefined }> }> {
   const server = http2.createServer();
-  server.on('stream', (stream) => stream.respond({ ':status': 404 }, { endStream: true }));
+  // Answered as a gRPC server would and left open: a call that fails at once may close its connection.
+  server.on('stream', (stream) => stream.respond({ ':status': 200, 'content-type': 'application/grpc' }));
   const seen = new Promise<{ stream: number | undefined; connection: number | undefined }>((resolve) => {
     server.once('session', (session: Http2Session) => {
       session.once('remoteSettings', (settings) => {

@@ -18,7 +18,7 @@ import type { NodeConfig } from '../src/config.js';
 import { PeerAuthenticator } from '../src/peer-auth.js';
 import type { GroupMessage } from '../src/raft-codec.js';
 import { PeerCredentials } from '../src/tls-credentials.js';
-import { PeerTransport, RaftTransportServed, raftStreamHandler } from '../src/transport.js';
+import { PeerTransport, raftStreamHandler, serveRaftStreams } from '../src/transport.js';
 
 let dir: string;
 let certs: ClusterCertificates;
@@ -61,14 +61,15 @@ function credentialsOf(id: string, lines: string[]): PeerCredentials {
 async function peerListener(id: string, received: GroupMessage[], clientAddresses: Array<[string, string]>): Promise<string> {
   const credentials = credentialsOf(id, []);
   const server = new Server();
-  server.addService(RaftTransportServed, {
-    stream: raftStreamHandler({
+  serveRaftStreams(
+    server,
+    raftStreamHandler({
       selfId: id,
       authenticator: new PeerAuthenticator(id, PEERS, null, true),
       onMessage: (m) => received.push(m),
       onClientAddress: (peer, address) => clientAddresses.push([peer, address]),
     }),
-  });
+  );
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', credentials.listener(), (error, bound) => (error ? reject(error) : resolve(bound))));
   closers.push(() => server.forceShutdown());
   return `127.0.0.1:${port}`;

@@ -9,7 +9,7 @@ import type { PeerCertificate } from 'node:tls';
 
 import { ClusterDirectory } from '../src/cluster-directory.js';
 import { PeerAuthenticator, type PeerCall } from '../src/peer-auth.js';
-import { PeerTransport, RaftTransportServed, raftStreamHandler, type RaftRefusal } from '../src/transport.js';
+import { PeerTransport, raftStreamHandler, serveRaftStreams, type RaftRefusal } from '../src/transport.js';
 import { DEFERRED_APPEND_ENTRIES_MAX, DEFERRED_APPEND_MS, HEDGE_AFTER_MS } from '../src/append-fanout.js';
 
 const closers: Array<() => void> = [];
@@ -33,15 +33,16 @@ async function endpoint(
 ): Promise<string> {
   // The node's own limit (server.ts).
   const server = new Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
-  server.addService(RaftTransportServed, {
-    stream: raftStreamHandler({
+  serveRaftStreams(
+    server,
+    raftStreamHandler({
       selfId,
       authenticator: new PeerAuthenticator(selfId, PEERS, SECRET),
       onMessage: (m) => received.push(m),
       onWrongNode: (to, from) => refused.push([to, from]),
       onRefused: (reason, peer, from) => refusals.push([reason, peer, from]),
     }),
-  });
+  );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
   );
