@@ -134,6 +134,8 @@ export class ServedStream<T> extends EventEmitter {
   readonly metadata: Metadata;
   private headersSent = false;
   private finished = false;
+  /** What the trailers will say once the response ends (`finish`). */
+  private trailers: Record<string, string> = statusHeaders({ code: Status.OK, details: 'OK' });
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -188,8 +190,6 @@ export class ServedStream<T> extends EventEmitter {
     this.stream.respond({ ':status': 200, 'content-type': GRPC_CONTENT_TYPE, ...metadata.toHttp2Headers() }, { waitForTrailers: true });
     this.stream.on('wantTrailers', () => this.stream.sendTrailers(this.trailers));
   }
-
-  private trailers: Record<string, string> = statusHeaders({ code: Status.OK, details: 'OK' });
 
   /** Ends the call with `status` (OK when none). */
   finish(status: StreamStatus = { code: Status.OK, details: 'OK' }): void {
