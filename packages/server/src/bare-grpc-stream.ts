@@ -223,6 +223,9 @@ export class ServedStream<T> extends EventEmitter {
   }
 }
 
+/** How long an ended stream's connection waits for the server to end its side. */
+const END_GRACE_MS = 1_000;
+
 export interface DialOptions {
   /** `host:port`. */
   readonly address: string;
@@ -321,19 +324,25 @@ export class DialledStream extends EventEmitter {
   }
 
   /** Ends this side and closes the connection once the server has answered (or at once). */
+  /**
+   * Ends this side; the connection closes once the server has ended its side too, or after
+   * END_GRACE_MS (a server that never answers does not keep it open).
+   */
   end(): void {
     if (this.done) return;
     this.done = true;
     this.stop();
     this.request.end();
     this.session.close();
+    setTimeout(() => this.session.destroy(), END_GRACE_MS).unref();
   }
 
+  /** The server ended the call: nothing more comes, and this side's half is dropped with the connection. */
   private closeWith(status: StreamStatus): void {
     if (this.done) return;
     this.done = true;
     this.stop();
-    this.session.close();
+    this.session.destroy();
     if (status.code === Status.OK) this.emit('end');
     else this.tell(status);
   }

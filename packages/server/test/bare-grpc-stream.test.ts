@@ -273,6 +273,35 @@ describe('a stream dialled without grpc-js', () => {
     expect(gone.events[1]![1]).toMatchObject({ code: Status.UNAVAILABLE });
   });
 
+  it("closes its connection once the server refuses it (a refused peer retries every 200 ms: no connection may be left behind)", async () => {
+    const open = new Set<unknown>();
+    const served: Array<ServedStream<unknown>> = [];
+    const server = new Server();
+    onHttp2Server(server, (http2Server) => {
+      http2Server.on('session', (session) => {
+        open.add(session);
+        session.on('close', () => open.delete(session));
+      });
+      serveOnHttp2Server(http2Server, STREAM.path, (stream, headers) => served.push(new ServedStream(stream, headers, (bytes: Buffer) => bytes, 1024)));
+    });
+    server.addService({ stream: STREAM, unary: UNARY }, { stream: () => {}, unary: () => {} });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+    closers.push(() => server.forceShutdown());
+    for (let i = 0; i < 3; i++) {
+      const { stream, events } = dial(`127.0.0.1:${port}`);
+      stream.write(framed(Buffer.from('x')));
+      await until(() => served.length === i + 1);
+      // Refused before reading anything, as the Raft stream refuses a caller without credentials.
+      served[i]!.emit('error', { code: Status.UNAUTHENTICATED, details: 'no' });
+      await until(() => events.length === 1);
+      expect(events[0]).toEqual(['error', { code: Status.UNAUTHENTICATED, details: 'no' }]);
+    }
+    await until(() => open.size === 0, 2000);
+    expect(open.size).toBe(0);
+  });
+
   it('drops a message that would put more than its limit in waiting (a peer that does not read), as a lossy network would', async () => {
     const silent: NetServer = createServer(() => {});
     const port = await new Promise<number>((resolve) => silent.listen(0, '127.0.0.1', () => resolve((silent.address() as { port: number }).port)));
