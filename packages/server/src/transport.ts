@@ -30,12 +30,11 @@ import { DEFERRED_APPEND_MS, EAGER_HEARD_WITHIN_MS, HEDGE_AFTER_MS, coalesceAppe
 import type { HeldLoad } from './append-fanout.js';
 import { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 import { CHANNEL_WINDOW_OPTIONS, HTTP2_WINDOW_BYTES } from './http2-window.js';
-import { DialledStream, ServedStream } from './bare-grpc-stream.js';
+import { DialledStream, ServedStream, type StreamStatus } from './bare-grpc-stream.js';
 import { onHttp2Server, serveOnHttp2Server } from './grpc-http2-server.js';
 
 import pb = quorumq.v1;
 
-const RaftTransportClient = makeGenericClientConstructor(RaftTransportService, 'RaftTransport');
 const PeerClient = makeGenericClientConstructor(PeerService, 'Peer');
 
 const CHANNEL_OPTIONS = {
@@ -88,7 +87,6 @@ export class ForwardError extends Error {
 interface PeerLink {
   readonly id: NodeId;
   readonly address: string;
-  raftClient: Client;
   peerClient: Client;
   stream: DialledStream | null;
   queued: GroupMessage[];
@@ -165,7 +163,6 @@ export class PeerTransport {
     return {
       id,
       address,
-      raftClient: this.raftClientOf(id, address),
       peerClient: this.peerClientOf(id, address),
       stream: null,
       queued: [],
@@ -208,7 +205,6 @@ export class PeerTransport {
     this.takeDeferred(link);
     for (const forward of link.forwards) forward.reject(new Error(`peer ${link.id} left the cluster`));
     link.forwards = [];
-    link.raftClient.close();
     link.peerClient.close();
   }
 
@@ -426,18 +422,12 @@ export class PeerTransport {
     this.onBatch(outgoing.length);
   }
 
-  private raftClientOf(id: NodeId, address: string): Client {
-    return new RaftTransportClient(address, this.credentials.channel(id), { ...CHANNEL_OPTIONS, ...this.credentials.channelOptions(id) });
-  }
-
   private peerClientOf(id: NodeId, address: string): Client {
     return new PeerClient(address, this.credentials.channel(id), { ...CHANNEL_OPTIONS, ...this.credentials.channelOptions(id) });
   }
 
   private renewClients(link: PeerLink): void {
-    link.raftClient.close();
     link.peerClient.close();
-    link.raftClient = this.raftClientOf(link.id, link.address);
     link.peerClient = this.peerClientOf(link.id, link.address);
   }
 
@@ -484,7 +474,7 @@ export class PeerTransport {
       link.connected = false;
       link.reconnectAt = Date.now() + 200;
     };
-    stream.on('error', (error: { code: number; details: string; message?: string }) => {
+    stream.on('error', (error: StreamStatus) => {
       if (error.code === Status.UNAUTHENTICATED && !link.refusedWarned) {
         // It retries every few hundred ms: one line until a stream opens again.
         link.refusedWarned = true;
@@ -516,10 +506,9 @@ export class PeerTransport {
         this.logger.warn({ peer: link.id, address: link.address, reason: error.details }, 'peer address reached another node; resolving it again');
         if (link.stream === stream) this.renewClients(link);
       }
-      broken(error.details || (error.message ?? ''));
+      broken(error.details);
     });
     stream.on('end', () => broken('ended'));
-    stream.on('data', () => {});
     return stream;
   }
 }
