@@ -97,6 +97,8 @@ export declare const Reason: {
   /** This node has no replica of the group a peer forwarded to. */
   readonly UNKNOWN_GROUP: 'UNKNOWN_GROUP';
   readonly SHUTTING_DOWN: 'SHUTTING_DOWN';
+  /** This node was removed from the cluster (docs/operations.md, "Membership"): it serves nothing; use another node. */
+  readonly NODE_REMOVED: 'NODE_REMOVED';
 
   // INTERNAL: a bug; the message says more.
   readonly INTERNAL: 'INTERNAL';

@@ -109,6 +109,8 @@ export const Reason = Object.freeze({
   /** This node has no replica of the group a peer forwarded to. */
   UNKNOWN_GROUP: 'UNKNOWN_GROUP',
   SHUTTING_DOWN: 'SHUTTING_DOWN',
+  /** This node was removed from the cluster (docs/operations.md, "Membership"): it serves nothing; use another node. */
+  NODE_REMOVED: 'NODE_REMOVED',
 
   // INTERNAL: a bug; the message says more.
   INTERNAL: 'INTERNAL',

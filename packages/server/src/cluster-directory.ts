@@ -85,6 +85,11 @@ export class ClusterDirectory {
     return this.addresses.has(id) && !this.introduced.has(id);
   }
 
+  /** Whether the registry names `id` as removed (its calls are refused, and told so: PeerAuthenticator.refusal). */
+  isRemoved(id: NodeId): boolean {
+    return this.removed.has(id);
+  }
+
   /** Whether `id` is here only because it introduced itself (see above). */
   isIntroduced(id: NodeId): boolean {
     return this.introduced.has(id);

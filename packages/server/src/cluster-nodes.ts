@@ -57,6 +57,18 @@ export function peerAddressProblem(address: unknown): string | null {
   return null;
 }
 
+/**
+ * Whether a node takes its peers' word that it was removed (BrokerNode.toldRemoved): `told`
+ * of its `others` peers said so, and its own registry says `ownState` of it. A registry never
+ * names a node removed by mistake (a removal is final, an id is never used again), so one
+ * peer is enough when the node's own metadata says it is being removed; a node that was away
+ * through the whole removal (its own metadata says active) waits for a majority of its peers.
+ */
+export function removalTold(ownState: NodeState | undefined, told: number, others: number): boolean {
+  if (told === 0) return false;
+  return ownState === 'removing' || ownState === 'removed' || told > others / 2;
+}
+
 export class ClusterNodes {
   private readonly nodes = new Map<NodeId, NodeRecord>();
 

@@ -17,6 +17,7 @@ import { LevelKvStore, MessageStore, NodeStorage, NodeWalFs, type MessageStoreAp
 
 import { AdoptedBodies } from './adopted-bodies.js';
 import { ClusterDirectory } from './cluster-directory.js';
+import { removalTold } from './cluster-nodes.js';
 import type { ReplicaTestOnlyBugs } from './queue-replica.js';
 import type { Logger } from 'pino';
 
@@ -137,6 +138,11 @@ export class BrokerNode {
   private readonly idleMemory: IdleMemory;
   private metricsServer: HttpServer | null = null;
   private stopping = false;
+  /** This node was removed from the cluster (see toldRemoved): it takes no part and serves no client. */
+  private removedFromCluster = false;
+  /** The peers that said this node was removed (see toldRemoved). */
+  private readonly removedBy = new Set<NodeId>();
+  private readonly removedHandlers: Array<() => void> = [];
   private metaLeaderHandlers: Array<() => void> = [];
   /** Each peer's client address, as it told it on its Raft stream (see addressOf). */
   private readonly clientAddresses = new Map<NodeId, string>();
@@ -338,6 +344,7 @@ export class BrokerNode {
     const directory = host.directory ?? new ClusterDirectory(config.nodeId, config.peers);
     const incarnations = await NodeIncarnations.load(kv);
     let lost: ((peer: NodeId) => void) | null = null;
+    let told: ((peer: NodeId) => void) | null = null;
     const transport = new PeerTransport(
       config.nodeId,
       directory.peers(),
@@ -352,6 +359,7 @@ export class BrokerNode {
         clientAddress: config.advertise,
         incarnations,
         onLostOwnData: (peer) => lost?.(peer),
+        onToldRemoved: (peer) => told?.(peer),
       },
     );
     const memoryAlarm = MemoryAlarm.ofProcess(config, logger, metrics, host.residentMemoryBytes);
@@ -360,6 +368,7 @@ export class BrokerNode {
     node = BrokerNode.create({ config, env: systemEnv, storage, messageStore, link: transport, directory, incarnations, logger, metrics, onFatal, memoryAlarm, heapTrim: heap.trim });
     const created = node;
     lost = (peer) => created.lostOwnData(peer);
+    told = (peer) => created.toldRemoved(peer);
     await node.checkDisk();
     memoryAlarm.check();
     const started = node;
@@ -477,7 +486,7 @@ export class BrokerNode {
    * sender is a configured peer and a member of the group it is for.
    */
   receive(envelope: GroupMessage): void {
-    if (this.stopping) return;
+    if (this.stopping || this.removedFromCluster) return;
     const { message } = envelope;
     // Never step a message meant for another node into this one (the core would rightly
     // call that an invariant violation); the transport refuses such streams.
@@ -542,6 +551,44 @@ export class BrokerNode {
     this.queues.stopAll('this node lost its data directory');
     this.metaGroup.stop('this node lost its data directory');
     this.onFatal(new Error(message));
+  }
+
+  /**
+   * A peer refused this node's stream because its registry names this node as removed
+   * (PeerAuthenticator.refusal). A removed node left the metadata group before the entry that
+   * marks it removed, so its own metadata says 'removing' for good; its peers tell it (whose
+   * word is enough: removalTold). It then stops its groups and links, fails its consumers, and
+   * refuses clients UNAVAILABLE / NODE_REMOVED (they go to another node); ClusterStatus still
+   * answers.
+   */
+  toldRemoved(peer: NodeId): void {
+    if (this.stopping || this.removedFromCluster || peer === this.nodeId) return;
+    this.removedBy.add(peer);
+    const others = this.directory.ids().filter((id) => id !== this.nodeId).length;
+    if (!removalTold(this.meta.nodes.get(this.nodeId)?.state, this.removedBy.size, others)) return;
+    this.removedFromCluster = true;
+    this.logger.error(
+      { peers: [...this.removedBy] },
+      `node ${this.nodeId} was removed from the cluster: it takes no part any more and serves no client; stop it and delete its data directory (a node that joins again needs a new id)`,
+    );
+    this.ticker?.cancel();
+    this.ticker = null;
+    this.queues.stopAll('this node was removed from the cluster');
+    this.metaGroup.stop('this node was removed from the cluster');
+    this.consumers.endAll(null, unavailable(Reason.NODE_REMOVED, `node ${this.nodeId} was removed from the cluster; use another node`));
+    this.link.close();
+    for (const handler of this.removedHandlers.splice(0)) handler();
+  }
+
+  /** Whether this node learned that it was removed from the cluster (see toldRemoved). */
+  get removed(): boolean {
+    return this.removedFromCluster;
+  }
+
+  /** `handler` runs once this node learns that it was removed (see toldRemoved). */
+  onRemoved(handler: () => void): void {
+    if (this.removedFromCluster) handler();
+    else this.removedHandlers.push(handler);
   }
 
   fatal(error: unknown): void {

@@ -60,6 +60,15 @@ export function claimedNodeId(call: { metadata: Metadata }): string {
 /** A refused peer call, as grpc-js sends it. */
 export const unauthenticatedPeer = (): { code: Status; details: string } => ({ code: Status.UNAUTHENTICATED, details: UNAUTHENTICATED_PEER });
 
+/** How the details of a call refused to a removed node start (see PeerAuthenticator.refusal). */
+export const NODE_REMOVED_PEER = 'NODE_REMOVED';
+
+/** A call refused to `id`, which proved its credentials and which the registry names as removed. */
+export const removedPeer = (id: NodeId): { code: Status; details: string } => ({
+  code: Status.FAILED_PRECONDITION,
+  details: `${NODE_REMOVED_PEER}: node ${id} was removed from the cluster; it takes no part any more and its id cannot be used again`,
+});
+
 const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
 
 export class PeerAuthenticator {
@@ -73,7 +82,7 @@ export class PeerAuthenticator {
      * node they do not name is admitted when it tells its peer address and `introduce`
      * accepts it (ClusterDirectory.introduce).
      */
-    private readonly peers: { has(id: NodeId): boolean; introduce?(id: NodeId, peerAddress: string): boolean },
+    private readonly peers: { has(id: NodeId): boolean; introduce?(id: NodeId, peerAddress: string): boolean; isRemoved?(id: NodeId): boolean },
     secret: string | null,
     /** The peer listener requires client certificates from the cluster CA (peer mutual TLS). */
     private readonly mutualTls = false,
@@ -81,8 +90,41 @@ export class PeerAuthenticator {
     this.secretDigest = secret === null ? null : digest(secret);
   }
 
-  /** The authenticated peer's node id, or null (refuse the call as UNAUTHENTICATED). */
+  /** The authenticated peer's node id, or null (refuse the call with `refusal`). */
   authenticate(call: PeerCall): NodeId | null {
+    const claimed = this.credentialed(call);
+    if (claimed === null) return null;
+    return this.peers.has(claimed) || this.introduces(call, claimed) ? claimed : null;
+  }
+
+  /**
+   * The status to refuse a call `authenticate` refused with: UNAUTHENTICATED (which tells the
+   * caller nothing about which node ids exist), but FAILED_PRECONDITION / NODE_REMOVED to a
+   * node that proved the cluster's credentials and that the registry names as removed. Such a
+   * node left the metadata group before the entry that marks it removed, so its own metadata
+   * never tells it; its peers do (BrokerNode.toldRemoved).
+   */
+  refusal(call: PeerCall): { code: Status; details: string } {
+    const claimed = this.credentialed(call);
+    return claimed === null ? unauthenticatedPeer() : this.refusalOf(claimed);
+  }
+
+  /**
+   * Whether `peer`, authenticated when its stream opened, is still a node of the cluster: a
+   * stream stays open for as long as both nodes run, and a node removed since is refused
+   * (`refusalOf`) at its next batch.
+   */
+  stillAdmits(peer: NodeId): boolean {
+    return this.peers.has(peer);
+  }
+
+  /** The status to refuse `peer`, which proved the cluster's credentials, with (see `refusal`). */
+  refusalOf(peer: NodeId): { code: Status; details: string } {
+    return this.peers.isRemoved?.(peer) === true ? removedPeer(peer) : unauthenticatedPeer();
+  }
+
+  /** The node id `call` claims when it carries the cluster's credentials for it (the secret, the certificate), else null. */
+  private credentialed(call: PeerCall): NodeId | null {
     // Neither a secret nor TLS: a single node, which serves no peer calls.
     if (this.secretDigest === null && !this.mutualTls) return null;
     const presented = single(call.metadata, PEER_SECRET_METADATA);
@@ -94,7 +136,7 @@ export class PeerAuthenticator {
       const cert = verifiedPeerCertificate(call);
       if (cert === null || !certificateNames(cert).includes(claimed)) return null;
     }
-    return this.peers.has(claimed) || this.introduces(call, claimed) ? claimed : null;
+    return claimed;
   }
 
   /** Whether the authenticated `claimed`, which the directory does not name, is admitted by the peer address it tells. */

@@ -20,7 +20,7 @@ import { checkBindingArguments, checkConsumeRequest, type RequestLimits } from '
 import { BrokerApi } from './service.js';
 import { ensureFirstAdministrator } from './user-admin.js';
 import { auditLogger } from './audit-log.js';
-import { PeerAuthenticator, claimedNodeId, unauthenticatedPeer, type PeerCall } from './peer-auth.js';
+import { PeerAuthenticator, claimedNodeId, type PeerCall } from './peer-auth.js';
 import { PeerCredentials, clientListenerCredentials } from './tls-credentials.js';
 import { authenticatedPeersOnly } from './via-peer.js';
 import { ForwardError, raftStreamHandler, serveRaftStreams } from './transport.js';
@@ -170,15 +170,20 @@ export async function startNode(
   // Serving once the metadata group has a leader (the cluster has a quorum), however long
   // that takes (a whole cluster restarting with thousands of queues elects them all first).
   void (async () => {
-    while (!stopped && !(await node.waitForMetaLeader(options.servingWaitLogMs ?? 60_000))) {
-      if (!stopped) logger.warn('no metadata leader yet (is a majority of the nodes up?); not serving until there is one');
+    while (!stopped && !node.removed && !(await node.waitForMetaLeader(options.servingWaitLogMs ?? 60_000))) {
+      if (!stopped && !node.removed) logger.warn('no metadata leader yet (is a majority of the nodes up?); not serving until there is one');
     }
-    if (stopped) return;
+    if (stopped || node.removed) return;
     health.setStatus('', 'SERVING');
     health.setStatus('quorumq.v1.Broker', 'SERVING');
     logger.info({ metadataLeader: node.metaGroup.leaderId }, 'node serving');
     await startAuthentication(config, node, logger, () => stopped);
   })();
+
+  node.onRemoved(() => {
+    health.setStatus('', 'NOT_SERVING');
+    health.setStatus('quorumq.v1.Broker', 'NOT_SERVING');
+  });
 
   const finish = async (handOff: boolean): Promise<void> => {
     if (stopped) return;
@@ -223,7 +228,11 @@ function peerServerOf(
   const server = new Server(serverOptions);
   widenServerWindows(server);
   // The cluster's nodes now: a node added later is served, a removed one refused.
-  const peers = { has: (id: string): boolean => node.directory.has(id), introduce: (id: string, peerAddress: string): boolean => node.introducePeer(id, peerAddress) };
+  const peers = {
+    has: (id: string): boolean => node.directory.has(id),
+    introduce: (id: string, peerAddress: string): boolean => node.introducePeer(id, peerAddress),
+    isRemoved: (id: string): boolean => node.directory.isRemoved(id),
+  };
   const authenticator = new PeerAuthenticator(config.nodeId, peers, config.clusterSecret, credentials.mutualTls);
   const refusedCall = (call: 'raft_stream' | 'propose_batch' | 'fetch_bodies' | 'broker', claimed: string): void => {
     node.metrics.peerCallsRefused.inc({ call });
@@ -231,8 +240,8 @@ function peerServerOf(
       `peer-call:${call}`,
       { call, claimedNode: claimed.slice(0, 64) },
       credentials.mutualTls
-        ? 'refused a peer call without valid cluster credentials (no certificate from the cluster CA naming the node it claims to be, or another cluster secret)'
-        : 'refused a peer call without valid cluster credentials (a client on the peer listener, or a node with another cluster secret)',
+        ? 'refused a peer call without valid cluster credentials (no certificate from the cluster CA naming the node it claims to be, or another cluster secret) or from a removed node'
+        : 'refused a peer call without valid cluster credentials (a client on the peer listener, or a node with another cluster secret) or from a removed node',
     );
   };
   serveRaftStreams(
@@ -274,7 +283,7 @@ function peerServerOf(
     ) => {
       if (authenticator.authenticate(call) === null) {
         refusedCall('propose_batch', claimedNodeId(call));
-        callback(unauthenticatedPeer());
+        callback(authenticator.refusal(call));
         return;
       }
       // Proposed in order, in this turn; answered together once all are settled.
@@ -298,7 +307,7 @@ function peerServerOf(
     ) => {
       if (authenticator.authenticate(call) === null) {
         refusedCall('fetch_bodies', claimedNodeId(call));
-        callback(unauthenticatedPeer());
+        callback(authenticator.refusal(call));
         return;
       }
       const request = call.request;
@@ -319,7 +328,10 @@ function peerServerOf(
     authenticatedPeersOnly(
       api.implementation({ viaPeer: true }),
       (call: PeerCall) => authenticator.authenticate(call),
-      (call: PeerCall) => refusedCall('broker', claimedNodeId(call)),
+      (call: PeerCall) => {
+        refusedCall('broker', claimedNodeId(call));
+        return authenticator.refusal(call);
+      },
     ),
   );
   return server;

@@ -40,7 +40,7 @@ import { UserAdmin } from './user-admin.js';
 import { listBindings, listConsumers, listExchanges } from './listing.js';
 import { auditLogger } from './audit-log.js';
 import type { PeerCredentials } from './tls-credentials.js';
-import { forwardPrincipal, forwardedPrincipal, onlyViaPeer, viaPeer } from './via-peer.js';
+import { forwardPrincipal, forwardedPrincipal, onlyViaPeer, servedWhile, viaPeer } from './via-peer.js';
 import { clientCertificateIdentity } from './tls-identity.js';
 import { CHANNEL_WINDOW_OPTIONS } from './http2-window.js';
 
@@ -1015,7 +1015,7 @@ export class BrokerApi {
       reachable: id === this.node.nodeId || this.node.link.isConnected(id),
       diskAlarm: id === this.node.nodeId ? this.node.diskAlarm : false,
       memoryAlarm: id === this.node.nodeId ? this.node.memoryAlarm : false,
-      state: this.node.directory.isIntroduced(id) ? 'introduced' : (this.node.meta.nodes.get(id)?.state ?? 'active'),
+      state: id === this.node.nodeId && this.node.removed ? 'removed' : this.node.directory.isIntroduced(id) ? 'introduced' : (this.node.meta.nodes.get(id)?.state ?? 'active'),
       peerAddress: this.node.directory.peerAddress(id) ?? '',
       voter: metaConfig.voters.includes(id),
     }));
@@ -1141,7 +1141,9 @@ export class BrokerApi {
       }),
       listConsumers: this.unaryAs((r: pb.ListConsumersRequest, principal, call) => this.listConsumers(r, principal, call)),
     };
-    return options.viaPeer === true ? onlyViaPeer(handlers) : handlers;
+    // A node removed from the cluster serves no client; ClusterStatus still says so.
+    const removed = servedWhile(handlers, () => (this.node.removed ? toServiceError(unavailable(Reason.NODE_REMOVED, `node ${this.node.nodeId} was removed from the cluster; use another node`)) as { code: Status; details: string } : null), ['clusterStatus']);
+    return options.viaPeer === true ? onlyViaPeer(removed) : removed;
   }
 }
 

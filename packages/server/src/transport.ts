@@ -22,7 +22,7 @@ import type { Message, NodeId } from '@quorumq/raft';
 import type { Logger } from 'pino';
 
 import { splitAddress } from './listener-config.js';
-import { PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, unauthenticatedPeer, type PeerAuthenticator, type PeerCall } from './peer-auth.js';
+import { NODE_REMOVED_PEER, PEER_CLIENT_ADDRESS_METADATA, claimedNodeId, peerCallMetadata, type PeerAuthenticator, type PeerCall } from './peer-auth.js';
 import { PeerCredentials } from './tls-credentials.js';
 import { INCARNATION_CHANGED, INCARNATION_METADATA, LOST_DATA, YOUR_INCARNATION_METADATA, type NodeIncarnations } from './node-incarnation.js';
 import { RAFT_BATCH_BYTES_MAX, RAFT_STREAM_BYTES_MAX, decodeRaftBatch, encodeRaftBatch, raftBatchChunks, type GroupMessage, type WireMessage } from './raft-codec.js';
@@ -122,6 +122,7 @@ export class PeerTransport {
   private readonly credentials: PeerCredentials;
   private readonly incarnations: NodeIncarnations | null;
   private readonly onLostOwnData: (peer: NodeId) => void;
+  private readonly onToldRemoved: (peer: NodeId) => void;
   private readonly deferredAppendMs: number;
 
   constructor(
@@ -141,6 +142,8 @@ export class PeerTransport {
       readonly incarnations?: NodeIncarnations;
       /** A peer knew another incarnation of this node: its data directory was lost (it must stop). */
       readonly onLostOwnData?: (peer: NodeId) => void;
+      /** A peer refused this node's Raft stream because its registry names this node as removed (PeerAuthenticator.refusal). */
+      readonly onToldRemoved?: (peer: NodeId) => void;
       /** The longest appends a commit does not need are held (append-fanout.ts; DEFERRED_APPEND_MS). */
       readonly deferredAppendMs?: number;
     } = {},
@@ -148,6 +151,7 @@ export class PeerTransport {
     this.deferredAppendMs = channels.deferredAppendMs ?? DEFERRED_APPEND_MS;
     this.incarnations = channels.incarnations ?? null;
     this.onLostOwnData = channels.onLostOwnData ?? (() => {});
+    this.onToldRemoved = channels.onToldRemoved ?? (() => {});
     this.credentials = channels.credentials ?? new PeerCredentials({ peerTls: null, tlsRefreshMs: 60_000 }, logger);
     if (secret === null && !this.credentials.mutualTls && [...peers.keys()].some((id) => id !== selfId)) {
       throw new Error('a node with peers needs a cluster secret or peer mutual TLS');
@@ -496,6 +500,14 @@ export class PeerTransport {
         // The peer knew another incarnation of this node: this node's data was lost.
         this.onLostOwnData(link.id);
       }
+      if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(NODE_REMOVED_PEER)) {
+        // The peer's registry names this node as removed: only its peers can tell it so.
+        if (!link.refusedWarned) {
+          link.refusedWarned = true;
+          this.logger.warn({ peer: link.id, reason: error.details }, 'the peer says this node was removed from the cluster');
+        }
+        this.onToldRemoved(link.id);
+      }
       if (error.code === Status.FAILED_PRECONDITION && error.details.startsWith(LOST_DATA) && !link.refusedWarned) {
         link.refusedWarned = true;
         this.logger.warn({ peer: link.id, reason: error.details }, 'the peer lost its data directory and refuses to rejoin under its id; replace it (docs/operations.md)');
@@ -574,6 +586,8 @@ export function serveRaftStreams(server: Server, handler: (call: RaftStreamCall)
  * or that the codec refuses, is dropped (Raft copes with lost messages). A batch for
  * another node (the peer's address for that node now leads here) ends the stream with
  * FAILED_PRECONDITION / WRONG_NODE and is dropped: the peer then resolves the name again.
+ * A batch of a peer removed from the cluster since its stream opened ends the stream as its
+ * opening would have been refused (FAILED_PRECONDITION / NODE_REMOVED).
  */
 export function raftStreamHandler(options: RaftStreamOptions) {
   const { selfId, authenticator, onMessage } = options;
@@ -585,7 +599,7 @@ export function raftStreamHandler(options: RaftStreamOptions) {
     call.on('error', () => {});
     if (peer === null) {
       onRefused('unauthenticated', null, claimedNodeId(call));
-      call.emit('error', unauthenticatedPeer());
+      call.emit('error', authenticator.refusal(call));
       return;
     }
     // Incarnations (node-incarnation.ts), before any message is stepped.
@@ -611,6 +625,12 @@ export function raftStreamHandler(options: RaftStreamOptions) {
     let refused = false;
     call.on('data', (batch: readonly WireMessage[]) => {
       if (refused) return;
+      if (!authenticator.stillAdmits(peer)) {
+        // Removed from the cluster since its stream opened: it learns so (PeerAuthenticator.refusal).
+        refused = true;
+        call.emit('error', authenticator.refusalOf(peer));
+        return;
+      }
       const misaddressed = batch.find((wire) => wire.to !== selfId);
       if (misaddressed !== undefined) {
         refused = true;

@@ -30,11 +30,40 @@ export function viaPeer(call: object): NodeId | null {
 
 type AnyHandler = (call: { emit(event: 'error', error: unknown): boolean }, callback?: (error: unknown) => void) => void;
 
-/** Refuses a call: with the callback for unary and client-streaming calls, else on the stream. */
-export function refuseCall(call: { emit(event: 'error', error: unknown): boolean }, callback: ((error: unknown) => void) | undefined): void {
-  const error = { code: Status.UNAUTHENTICATED, details: UNAUTHENTICATED_PEER };
+/** Refuses a call (UNAUTHENTICATED unless `error` says otherwise): with the callback for unary and client-streaming calls, else on the stream. */
+export function refuseCall(
+  call: { emit(event: 'error', error: unknown): boolean },
+  callback: ((error: unknown) => void) | undefined,
+  error: { code: Status; details: string } = { code: Status.UNAUTHENTICATED, details: UNAUTHENTICATED_PEER },
+): void {
   if (typeof callback === 'function') callback(error);
   else call.emit('error', error);
+}
+
+/**
+ * `handlers`, each refusing its calls with `refusal()` while it is not null (a node removed
+ * from the cluster: BrokerNode.toldRemoved), but those named in `still`.
+ */
+export function servedWhile(
+  handlers: UntypedServiceImplementation,
+  refusal: () => { code: Status; details: string } | null,
+  still: readonly string[],
+): UntypedServiceImplementation {
+  const served: UntypedServiceImplementation = {};
+  for (const [name, handler] of Object.entries(handlers)) {
+    if (still.includes(name)) {
+      served[name] = handler;
+      continue;
+    }
+    const inner = handler as unknown as AnyHandler;
+    const gated: AnyHandler = (call, callback) => {
+      const error = refusal();
+      if (error === null) inner(call, callback);
+      else refuseCall(call, callback, error);
+    };
+    served[name] = gated as unknown as UntypedHandleCall;
+  }
+  return served;
 }
 
 /** `handlers`, each serving only calls marked via a peer. */
@@ -53,12 +82,13 @@ export function onlyViaPeer(handlers: UntypedServiceImplementation): UntypedServ
 
 /**
  * `handlers` behind the peer listener's check: a call `authenticate` accepts is marked with
- * the peer's id and served; any other is refused UNAUTHENTICATED (and `onRefused` told).
+ * the peer's id and served; any other is refused with the status `refused` gives
+ * (UNAUTHENTICATED, or NODE_REMOVED to a removed node: PeerAuthenticator.refusal).
  */
 export function authenticatedPeersOnly(
   handlers: UntypedServiceImplementation,
   authenticate: (call: never) => NodeId | null,
-  onRefused: (call: never) => void,
+  refused: (call: never) => { code: Status; details: string },
 ): UntypedServiceImplementation {
   const served: UntypedServiceImplementation = {};
   for (const [name, handler] of Object.entries(handlers)) {
@@ -66,8 +96,7 @@ export function authenticatedPeersOnly(
     const checked: AnyHandler = (call, callback) => {
       const peer = authenticate(call as never);
       if (peer === null) {
-        onRefused(call as never);
-        refuseCall(call, callback);
+        refuseCall(call, callback, refused(call as never));
         return;
       }
       markViaPeer(call, peer);

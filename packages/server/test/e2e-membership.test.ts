@@ -137,6 +137,15 @@ it('removing a node shrinks its replicas away; the node then leaves the metadata
   }, 30_000);
   // A removed node's id cannot come back.
   expect(await refusal(client.addNode('n1', cluster.local.node('n1').peerAddress))).toMatchObject({ code: 'FAILED_PRECONDITION' });
+  // n1 itself learns it from its peers (which refuse it as removed): its own ClusterStatus says
+  // so, and it refuses clients UNAVAILABLE / NODE_REMOVED at once (before, it kept saying
+  // 'removing' and proxied calls its peers refused, so a client waited for its timeout).
+  const viaN1 = cluster.client({ nodes: [cluster.local.node('n1').address], leaderRouting: false, failoverTimeoutMs: 2_000 });
+  await waitFor(async () => (await viaN1.clusterStatus().catch(() => null))?.nodes['n1']?.state === 'removed', 20_000);
+  const started = Date.now();
+  expect(await refusal(viaN1.queueStatus(QUEUE))).toMatchObject({ code: 'UNAVAILABLE', reason: 'NODE_REMOVED' });
+  expect(Date.now() - started).toBeLessThan(10_000);
+  expect(cluster.local.node('n1').output).toContain('n1 was removed from the cluster');
   await cluster.kill('n1');
 }, 120_000);
 

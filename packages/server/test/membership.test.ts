@@ -8,6 +8,7 @@ import type { Entry, RaftStatus } from '@quorumq/raft';
 import { describe, expect, it } from 'vitest';
 
 import { ClusterDirectory, INTRODUCED_MAX } from '../src/cluster-directory.js';
+import { removalTold } from '../src/cluster-nodes.js';
 import { encodeJson } from '../src/json-codec.js';
 import { losesMajorityWithout } from '../src/membership-admin.js';
 import { nextConfigStep } from '../src/member-changes.js';
@@ -154,6 +155,35 @@ describe('nodes', () => {
     for (let i = 0; i < INTRODUCED_MAX; i++) expect(directory.introduce(`x${i}`, `hx${i}:1`)).toBe(true);
     expect(directory.introduce('x-one-too-many', 'hx:1')).toBe(false);
     expect(directory.has('x-one-too-many')).toBe(false);
+  });
+});
+
+describe("a removed node's peers tell it (removalTold)", () => {
+  it('one peer is enough when its own metadata says it is being removed; a majority of its peers when it says active', () => {
+    expect(removalTold('removing', 1, 3)).toBe(true);
+    expect(removalTold('removed', 1, 3)).toBe(true);
+    expect(removalTold('removing', 0, 3)).toBe(false);
+    // Away through the whole removal: its metadata still says active (or does not name it).
+    expect(removalTold('active', 1, 3)).toBe(false);
+    expect(removalTold('active', 2, 3)).toBe(true);
+    expect(removalTold('active', 1, 2)).toBe(false);
+    expect(removalTold('active', 2, 2)).toBe(true);
+    expect(removalTold(undefined, 1, 2)).toBe(false);
+    expect(removalTold(undefined, 2, 3)).toBe(true);
+  });
+
+  it('the directory says which nodes the registry names as removed', () => {
+    const meta = withQueues();
+    meta.apply({ type: 'addNode', id: 'n4', peerAddress: 'h4:8001', seed: SEED });
+    meta.apply({ type: 'removeNode', id: 'n1', replacement: 'n4' });
+    const directory = new ClusterDirectory('n2', new Map(SEED.map((n) => [n.id, n.peerAddress])));
+    directory.refresh(meta.meta.nodes);
+    expect(directory.isRemoved('n1')).toBe(false);
+    meta.apply({ type: 'nodeRemoved', id: 'n1' });
+    directory.refresh(meta.meta.nodes);
+    expect(directory.isRemoved('n1')).toBe(true);
+    expect(directory.has('n1')).toBe(false);
+    expect(directory.isRemoved('n4')).toBe(false);
   });
 });
 

@@ -151,6 +151,77 @@ describe('peer streams', () => {
     expect(lines.filter((line) => line.includes('refused this node')).length).toBe(1);
   });
 
+  it('a node the registry names as removed is told so on its stream, not refused as unauthenticated; a node without the secret is not', async () => {
+    // n1's registry names n2 as removed (n2 left the metadata group before the entry that says so).
+    const received: GroupMessage[] = [];
+    const server = new Server();
+    serveRaftStreams(
+      server,
+      raftStreamHandler({
+        selfId: 'n1',
+        authenticator: new PeerAuthenticator('n1', { has: (id) => id === 'n3', isRemoved: (id) => id === 'n2' }, SECRET),
+        onMessage: (m) => received.push(m),
+      }),
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+    closers.push(() => server.forceShutdown());
+    const told: string[] = [];
+    const lines: string[] = [];
+    const removed = new PeerTransport('n2', new Map([['n1', `127.0.0.1:${port}`]]), SECRET, capturingLogger(lines), () => {}, { onToldRemoved: (peer) => told.push(peer) });
+    closers.push(() => removed.close());
+    const toN1: Message = { ...heartbeat('n1'), from: 'n2' };
+    for (let i = 0; i < 20 && told.length === 0; i++) {
+      removed.send('meta', [toN1]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(told[0]).toBe('n1');
+    expect(received).toEqual([]);
+    await until(() => lines.some((line) => line.includes('says this node was removed')));
+    expect(lines.find((line) => line.includes('says this node was removed'))).toMatch(/NODE_REMOVED: node n2 was removed from the cluster/);
+    // The same id with another secret learns nothing.
+    const told2: string[] = [];
+    const forger = new PeerTransport('n2', new Map([['n1', `127.0.0.1:${port}`]]), 'not-the-cluster-secret', capturingLogger([]), () => {}, { onToldRemoved: (peer) => told2.push(peer) });
+    closers.push(() => forger.close());
+    for (let i = 0; i < 10; i++) {
+      forger.send('meta', [toN1]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(told2).toEqual([]);
+  });
+
+  it('a peer removed while its stream is open is told so at its next batch', async () => {
+    const received: GroupMessage[] = [];
+    const removedIds = new Set<string>();
+    const server = new Server();
+    serveRaftStreams(
+      server,
+      raftStreamHandler({
+        selfId: 'n1',
+        authenticator: new PeerAuthenticator('n1', { has: (id) => id !== 'n1' && !removedIds.has(id), isRemoved: (id) => removedIds.has(id) }, SECRET),
+        onMessage: (m) => received.push(m),
+      }),
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+    closers.push(() => server.forceShutdown());
+    const told: string[] = [];
+    const transport = new PeerTransport('n2', new Map([['n1', `127.0.0.1:${port}`]]), SECRET, capturingLogger([]), () => {}, { onToldRemoved: (peer) => told.push(peer) });
+    closers.push(() => transport.close());
+    const toN1: Message = { ...heartbeat('n1'), from: 'n2' };
+    transport.send('meta', [toN1]);
+    await until(() => received.length === 1);
+    expect(transport.isConnected('n1')).toBe(true);
+    // The registry on n1 now names n2 as removed; n2's open stream carries on until its next batch.
+    removedIds.add('n2');
+    transport.send('meta', [toN1]);
+    await until(() => told.length > 0);
+    expect(told).toEqual(['n1']);
+    expect(received.length).toBe(1);
+  });
+
   it('an authenticated peer cannot send messages in another node\'s name', async () => {
     const received: GroupMessage[] = [];
     const refusals: Array<[RaftRefusal, string | null, string]> = [];
@@ -367,6 +438,28 @@ describe('peer authentication', () => {
     expect(tlsIntroducing.authenticate(metadata({ 'quorumq-node-id': 'n5', 'quorumq-peer-address': 'h5:7001' }, certificate('n5', ['n5'])))).toBe('n5');
     // A plain set of peers introduces nobody.
     expect(auth.authenticate(metadata({ ...n4, 'quorumq-peer-address': 'h4:7001' }))).toBeNull();
+  });
+
+  it('a refused call is UNAUTHENTICATED, but NODE_REMOVED for a node with the credentials that the registry names as removed', () => {
+    const withRemoved = new PeerAuthenticator('n1', { has: (id) => id === 'n2', isRemoved: (id) => id === 'n3' }, SECRET);
+    const n3 = metadata({ 'quorumq-node-id': 'n3', 'quorumq-cluster-secret': SECRET });
+    expect(withRemoved.authenticate(n3)).toBeNull();
+    expect(withRemoved.refusal(n3)).toEqual({ code: 9, details: 'NODE_REMOVED: node n3 was removed from the cluster; it takes no part any more and its id cannot be used again' });
+    // Without the secret, or for an id the registry does not name as removed: nothing is told.
+    for (const call of [
+      metadata({ 'quorumq-node-id': 'n3', 'quorumq-cluster-secret': `${SECRET}x` }),
+      metadata({ 'quorumq-node-id': 'n3' }),
+      metadata({ 'quorumq-node-id': 'n9', 'quorumq-cluster-secret': SECRET }),
+      metadata({ 'quorumq-node-id': 'n1', 'quorumq-cluster-secret': SECRET }),
+    ]) {
+      expect(withRemoved.authenticate(call)).toBeNull();
+      expect(withRemoved.refusal(call).code).toBe(16);
+    }
+    // With mutual TLS the certificate must name it too.
+    const tls = new PeerAuthenticator('n1', { has: () => false, isRemoved: (id) => id === 'n3' }, null, true);
+    expect(tls.refusal(metadata({ 'quorumq-node-id': 'n3' }, certificate('n3'))).code).toBe(9);
+    expect(tls.refusal(metadata({ 'quorumq-node-id': 'n3' }, certificate('n2'))).code).toBe(16);
+    expect(tls.refusal(metadata({ 'quorumq-node-id': 'n3' })).code).toBe(16);
   });
 
   it('a node without a secret (a single node) refuses every peer call', () => {

@@ -198,13 +198,18 @@ export class BrokerSimulation implements SimCluster {
   /**
    * A message reaches its node as a real peer stream's would: the stream tells the sender's
    * peer address, by which a node that does not know the sender yet admits it
-   * (BrokerNode.introducePeer, as the peer authenticator does); one it refuses is dropped.
+   * (BrokerNode.introducePeer, as the peer authenticator does); one it refuses is dropped,
+   * and a sender its registry names as removed is told so (PeerAuthenticator.refusal), as
+   * the refused stream tells it (BrokerNode.toldRemoved).
    */
   private deliver(envelope: GroupMessage): void {
     const node = this.live(envelope.message.to);
     if (node === null) return;
     const from = envelope.message.from;
-    if (!node.introducePeer(from, `${from}:0`)) return;
+    if (!node.introducePeer(from, `${from}:0`)) {
+      if (node.directory.isRemoved(from)) this.live(from)?.toldRemoved(node.nodeId);
+      return;
+    }
     node.receive(envelope);
   }
 
@@ -709,6 +714,8 @@ export class BrokerSimulation implements SimCluster {
       if (definition === undefined || (definition.retiring ?? []).length > 0 || status.config.learners.length > 0) return false;
       if ([...status.config.voters].sort().join() !== [...definition.members].sort().join()) return false;
       if (this.leaving !== null && leader.node.meta.nodes.get(this.leaving)?.state !== 'removed') return false;
+      // The removed node, when up, learnt it from its peers.
+      if (this.leaving !== null && this.live(this.leaving)?.removed === false) return false;
       for (const id of definition.members) {
         const replica = this.live(id)?.queues.get(queue);
         if (replica === undefined || replica.group.appliedIndex !== status.commitIndex) return false;
