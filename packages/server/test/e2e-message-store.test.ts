@@ -286,13 +286,21 @@ describe('a follower that missed a backlog catches up by snapshot, fetching the 
     // 80 MB while it is down: the leader snapshots every MiB of log and keeps no entries the
     // follower could catch up from.
     const others = cluster.nodes.filter((n) => n.id !== follower).map((n) => n.address);
+    const publishing = Date.now();
     await publishBacklog(cluster.client({ nodes: others, failoverTimeoutMs: 30_000 }), QUEUE, 0, COUNT);
+    log(`published ${mb(QUEUED_BYTES)} with ${follower} down in ${((Date.now() - publishing) / 1000).toFixed(1)} s`);
     const started = Date.now();
     cluster.startNode(follower);
     await cluster.waitHealthy([follower]);
+    // Its progress every 10 s, so that a slow catch-up says how far it got.
     let records = Number.NaN;
+    let reported = Date.now();
     await waitFor(async () => {
       records = series(await scrape(cluster, follower), 'quorumq_message_store_records') ?? Number.NaN;
+      if (Date.now() - reported >= 10_000) {
+        reported = Date.now();
+        log(`${follower} catching up: ${records} of ${COUNT} records after ${((reported - started) / 1000).toFixed(0)} s`);
+      }
       return records === COUNT;
     }, 120_000).catch(() => undefined);
     const live = series(await scrape(cluster, follower), 'quorumq_message_store_bytes', 'kind="live"') ?? Number.NaN;
@@ -336,7 +344,8 @@ describe('a follower that missed a backlog catches up by snapshot, fetching the 
     await consumer.close();
     log(`drained from ${follower} as leader: unique=${unique} corrupt=${corrupt}`);
     expect({ unique, corrupt }).toEqual({ unique: COUNT, corrupt: 0 });
-  });
+    // Its own waits (publishing, up to 120 s of catch-up, the leader rounds, the drain) within the test's time.
+  }, 420_000);
 });
 
 describe('1 MiB segments', () => {
