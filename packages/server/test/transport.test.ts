@@ -30,6 +30,7 @@ async function endpoint(
   received: GroupMessage[],
   refused: Array<[string, string]>,
   refusals: Array<[RaftRefusal, string | null, string]> = [],
+  peers: ConstructorParameters<typeof PeerAuthenticator>[1] = PEERS,
 ): Promise<string> {
   // The node's own limit (server.ts).
   const server = new Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
@@ -37,7 +38,7 @@ async function endpoint(
     server,
     raftStreamHandler({
       selfId,
-      authenticator: new PeerAuthenticator(selfId, PEERS, SECRET),
+      authenticator: new PeerAuthenticator(selfId, peers, SECRET),
       onMessage: (m) => received.push(m),
       onWrongNode: (to, from) => refused.push([to, from]),
       onRefused: (reason, peer, from) => refusals.push([reason, peer, from]),
@@ -154,22 +155,10 @@ describe('peer streams', () => {
   it('a node the registry names as removed is told so on its stream, not refused as unauthenticated; a node without the secret is not', async () => {
     // n1's registry names n2 as removed (n2 left the metadata group before the entry that says so).
     const received: GroupMessage[] = [];
-    const server = new Server();
-    serveRaftStreams(
-      server,
-      raftStreamHandler({
-        selfId: 'n1',
-        authenticator: new PeerAuthenticator('n1', { has: (id) => id === 'n3', isRemoved: (id) => id === 'n2' }, SECRET),
-        onMessage: (m) => received.push(m),
-      }),
-    );
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
-    );
-    closers.push(() => server.forceShutdown());
+    const address = await endpoint('n1', received, [], [], { has: (id) => id === 'n3', isRemoved: (id) => id === 'n2' });
     const told: string[] = [];
     const lines: string[] = [];
-    const removed = new PeerTransport('n2', new Map([['n1', `127.0.0.1:${port}`]]), SECRET, capturingLogger(lines), () => {}, { onToldRemoved: (peer) => told.push(peer) });
+    const removed = new PeerTransport('n2', new Map([['n1', address]]), SECRET, capturingLogger(lines), () => {}, { onToldRemoved: (peer) => told.push(peer) });
     closers.push(() => removed.close());
     const toN1: Message = { ...heartbeat('n1'), from: 'n2' };
     for (let i = 0; i < 20 && told.length === 0; i++) {
@@ -182,7 +171,7 @@ describe('peer streams', () => {
     expect(lines.find((line) => line.includes('says this node was removed'))).toMatch(/NODE_REMOVED: node n2 was removed from the cluster/);
     // The same id with another secret learns nothing.
     const told2: string[] = [];
-    const forger = new PeerTransport('n2', new Map([['n1', `127.0.0.1:${port}`]]), 'not-the-cluster-secret', capturingLogger([]), () => {}, { onToldRemoved: (peer) => told2.push(peer) });
+    const forger = new PeerTransport('n2', new Map([['n1', address]]), 'not-the-cluster-secret', capturingLogger([]), () => {}, { onToldRemoved: (peer) => told2.push(peer) });
     closers.push(() => forger.close());
     for (let i = 0; i < 10; i++) {
       forger.send('meta', [toN1]);
@@ -194,21 +183,9 @@ describe('peer streams', () => {
   it('a peer removed while its stream is open is told so at its next batch', async () => {
     const received: GroupMessage[] = [];
     const removedIds = new Set<string>();
-    const server = new Server();
-    serveRaftStreams(
-      server,
-      raftStreamHandler({
-        selfId: 'n1',
-        authenticator: new PeerAuthenticator('n1', { has: (id) => id !== 'n1' && !removedIds.has(id), isRemoved: (id) => removedIds.has(id) }, SECRET),
-        onMessage: (m) => received.push(m),
-      }),
-    );
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
-    );
-    closers.push(() => server.forceShutdown());
+    const address = await endpoint('n1', received, [], [], { has: (id) => id !== 'n1' && !removedIds.has(id), isRemoved: (id) => removedIds.has(id) });
     const told: string[] = [];
-    const transport = new PeerTransport('n2', new Map([['n1', `127.0.0.1:${port}`]]), SECRET, capturingLogger([]), () => {}, { onToldRemoved: (peer) => told.push(peer) });
+    const transport = new PeerTransport('n2', new Map([['n1', address]]), SECRET, capturingLogger([]), () => {}, { onToldRemoved: (peer) => told.push(peer) });
     closers.push(() => transport.close());
     const toN1: Message = { ...heartbeat('n1'), from: 'n2' };
     transport.send('meta', [toN1]);
