@@ -167,6 +167,31 @@ describe("a publisher's stream (issue 16)", () => {
     }
   });
 
+  it("follows the next queue's leader when it goes on from one queue to another, in order and without loss", async () => {
+    // Two queues led by different nodes.
+    const byLeader = new Map<string, string>();
+    for (let i = 0; byLeader.size < 2 && i < 12; i++) {
+      await client.declareQueue(`onward-${i}`);
+      byLeader.set(await cluster.leaderOf(`onward-${i}`, client), `onward-${i}`);
+    }
+    expect(byLeader.size).toBe(2);
+    const [[leaderA, queueA], [leaderB, queueB]] = [...byLeader.entries()] as [[string, string], [string, string]];
+    const addressOf = (id: string): string => cluster.nodes.find((n) => n.id === id)!.address;
+    const fresh = cluster.client({ nodes: cluster.addresses });
+    const publisher = fresh.createPublisher({ maxInFlight: 8 });
+    for (let i = 0; i < 40; i++) expect((await publisher.publish(queueA, `a${i}`)).outcome).toBe('confirmed');
+    expect(publisher.node).toBe(addressOf(leaderA));
+    // Then only queue B: the stream carried A, so it follows B after 64 of them in a row (FOLLOW_AFTER_IN_A_ROW).
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => publisher.publish(queueB, `b${i}`)));
+    expect(results.every((r) => r.outcome === 'confirmed')).toBe(true);
+    expect(publisher.node).toBe(addressOf(leaderB));
+    await publisher.close();
+    const bodies: string[] = [];
+    for (let got = await client.get(queueB); got !== null; got = await client.get(queueB)) bodies.push(got.body.toString());
+    expect(bodies).toEqual(Array.from({ length: 200 }, (_, i) => `b${i}`));
+    await fresh.close();
+  });
+
   it('stays where it is when its publishes go to queues with different leaders', async () => {
     // Two queues led by different nodes.
     const byLeader = new Map<string, string>();
