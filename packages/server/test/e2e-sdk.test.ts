@@ -120,6 +120,17 @@ describe('64-bit header values (issue 12 item 8)', () => {
 });
 
 describe("a publisher's stream (issue 16)", () => {
+  /** Two queues led by different nodes, as [leader id, queue name] pairs. */
+  async function twoQueuesLedApart(prefix: string): Promise<[[string, string], [string, string]]> {
+    const byLeader = new Map<string, string>();
+    for (let i = 0; byLeader.size < 2 && i < 12; i++) {
+      await client.declareQueue(`${prefix}-${i}`);
+      byLeader.set(await cluster.leaderOf(`${prefix}-${i}`, client), `${prefix}-${i}`);
+    }
+    expect(byLeader.size).toBe(2);
+    return [...byLeader.entries()] as [[string, string], [string, string]];
+  }
+
   it("moves to the queue's leader when the node it opened at forwards, in order and without loss", async () => {
     await client.declareQueue('routed');
     const leader = await cluster.leaderOf('routed', client);
@@ -168,14 +179,7 @@ describe("a publisher's stream (issue 16)", () => {
   });
 
   it("follows the next queue's leader when it goes on from one queue to another, in order and without loss", async () => {
-    // Two queues led by different nodes.
-    const byLeader = new Map<string, string>();
-    for (let i = 0; byLeader.size < 2 && i < 12; i++) {
-      await client.declareQueue(`onward-${i}`);
-      byLeader.set(await cluster.leaderOf(`onward-${i}`, client), `onward-${i}`);
-    }
-    expect(byLeader.size).toBe(2);
-    const [[leaderA, queueA], [leaderB, queueB]] = [...byLeader.entries()] as [[string, string], [string, string]];
+    const [[leaderA, queueA], [leaderB, queueB]] = await twoQueuesLedApart('onward');
     const addressOf = (id: string): string => cluster.nodes.find((n) => n.id === id)!.address;
     const fresh = cluster.client({ nodes: cluster.addresses });
     const publisher = fresh.createPublisher({ maxInFlight: 8 });
@@ -193,14 +197,7 @@ describe("a publisher's stream (issue 16)", () => {
   });
 
   it('stays where it is when its publishes go to queues with different leaders', async () => {
-    // Two queues led by different nodes.
-    const byLeader = new Map<string, string>();
-    for (let i = 0; byLeader.size < 2 && i < 12; i++) {
-      await client.declareQueue(`spread-${i}`);
-      byLeader.set(await cluster.leaderOf(`spread-${i}`, client), `spread-${i}`);
-    }
-    expect(byLeader.size).toBe(2);
-    const [queueA, queueB] = [...byLeader.values()] as [string, string];
+    const [[, queueA], [, queueB]] = await twoQueuesLedApart('spread');
     const fresh = cluster.client({ nodes: cluster.addresses });
     const first = fresh.createPublisher({ maxInFlight: 8 });
     const opened: string[] = [];
