@@ -68,3 +68,14 @@ export function recoveringGroups(meta: Pick<RaftGroup<unknown>, 'recovering'>, q
   for (const queue of queues) if (queue.group.recovering) count++;
   return count;
 }
+
+/** The bodies `queues`' replicas hold as views of their log entries (ReplicaBodies), summed. */
+export function heldBodies(queues: Iterable<LocalQueue>): { messages: number; bytes: number } {
+  let messages = 0;
+  let bytes = 0;
+  for (const queue of queues) {
+    messages += queue.replica.bodies.heldMessages;
+    bytes += queue.replica.bodies.heldBytes;
+  }
+  return { messages, bytes };
+}

@@ -313,6 +313,26 @@ export class NodeMetrics {
       if (stats !== undefined) this.messageStoreRecords.set(stats.liveRecords);
     },
   });
+  /** The bodies the node's queue replicas hold from their log entries, read at scrape time (see observeHeldBodies). */
+  private heldBodies: (() => { readonly messages: number; readonly bytes: number }) | null = null;
+  readonly replicaHeldMessages: Gauge = new Gauge({
+    name: 'quorumq_replica_held_messages',
+    help: "Messages whose bytes this node's queue replicas hold as views of their log entries, not in the message store yet (up to 4 MiB per replica; they go in at its next snapshot, or beyond that)",
+    registers: [this.registry],
+    collect: () => {
+      const held = this.heldBodies?.();
+      if (held !== undefined) this.replicaHeldMessages.set(held.messages);
+    },
+  });
+  readonly replicaHeldBytes: Gauge = new Gauge({
+    name: 'quorumq_replica_held_bytes',
+    help: 'Bytes of the messages counted by quorumq_replica_held_messages',
+    registers: [this.registry],
+    collect: () => {
+      const held = this.heldBodies?.();
+      if (held !== undefined) this.replicaHeldBytes.set(held.bytes);
+    },
+  });
   readonly repairs: Counter<'kind'> = new Counter({
     name: 'quorumq_repairs_total',
     help: "Group replicas repaired after damage found in this node's storage at start (kind: wal = a corrupt WAL record before the tail, log = a hole in a group's log, snapshot = a damaged or missing snapshot file), and (kind=recovered) repaired replicas that then caught up from a leader",
@@ -548,6 +568,10 @@ export class NodeMetrics {
   }
 
   /** Where the message store gauges read, at each scrape. */
+  observeHeldBodies(held: () => { readonly messages: number; readonly bytes: number }): void {
+    this.heldBodies = held;
+  }
+
   observeMessageStore(stats: () => MessageStoreStats): void {
     this.messageStoreStats = stats;
   }

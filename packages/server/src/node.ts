@@ -34,7 +34,7 @@ import { NodeIncarnations, lostDataMessage } from './node-incarnation.js';
 import { MemoryAlarm } from './memory-alarm.js';
 import { MetaMachine, type MetaReply, type QueueDefinition } from './meta-machine.js';
 import { NodeMetrics } from './metrics.js';
-import { groupObservation, leaderlessGroups, ledQueueObservations, recoveringGroups } from './metrics-sources.js';
+import { groupObservation, heldBodies, leaderlessGroups, ledQueueObservations, recoveringGroups } from './metrics-sources.js';
 import { recoveryReporter, reportRepairs } from './repair-report.js';
 import { MoveWorker, type MoveTestOnlyBugs } from './move-worker.js';
 import { EarlyMessages } from './early-messages.js';
@@ -297,6 +297,7 @@ export class BrokerNode {
     metrics.observeQueues(() => ledQueueObservations(this.queues.all()));
     metrics.observeMetadataGroup(() => groupObservation(this.metaGroup));
     metrics.observeMessageStore(() => messageStore.stats());
+    metrics.observeHeldBodies(() => heldBodies(this.queues.all()));
     metrics.observeWal(() => storage.walUsage());
     metrics.diskFreeLimitBytes.set(config.diskFreeLimitBytes);
     metrics.observeGroups(() => {

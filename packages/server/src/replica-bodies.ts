@@ -88,6 +88,11 @@ export class ReplicaBodies {
     return this.heldSum;
   }
 
+  /** Messages held as views of log entries (not yet in the store). */
+  get heldMessages(): number {
+    return this.held.size;
+  }
+
   keys(): IterableIterator<number> {
     return this.live.keys();
   }
