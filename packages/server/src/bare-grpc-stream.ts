@@ -15,84 +15,48 @@
  * grpc-js's (grpc-http2-server.ts), which keeps every other call.
  */
 import { EventEmitter } from 'node:events';
-import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import zlib from 'node:zlib';
+import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { TLSSocket, type ConnectionOptions } from 'node:tls';
 import { Metadata, status as Status } from '@grpc/grpc-js';
 
-import { GRPC_FRAME_HEADER_BYTES } from './raft-codec.js';
+import { GrpcMessageReader, grpcFrame, type Inflate } from '@quorumq/proto/grpc-frames';
+
+export { GrpcMessageReader, type Inflate };
 
 /** A gRPC status a stream ended with. */
 export interface StreamStatus {
   readonly code: number;
   readonly details: string;
+  /** Sent with the status, in the trailers (a served stream's; a dialled stream reads none). */
+  readonly metadata?: Metadata | null;
+}
+
+/**
+ * Thrown by a served stream's `decode` for a message the call must not read: with
+ * `endInputOnRefusal`, the handler then sees the end of its input (it finishes what it has in
+ * flight) and the call ends with `status` instead of OK (as unreadable.ts does on grpc-js).
+ */
+export class RefusedMessage extends Error {
+  constructor(readonly status: StreamStatus) {
+    super(status.details);
+  }
 }
 
 export const GRPC_CONTENT_TYPE = 'application/grpc';
 
+/** The encodings a served stream reads, as its answers say (`grpc-accept-encoding`). */
+export const ACCEPTED_ENCODINGS = 'identity,deflate,gzip';
+
 /**
- * Splits the DATA of a stream into gRPC messages. A message split across chunks is joined;
- * one over `bytesMax`, or a compressed one (no encoding is agreed on this stream), is an
- * error: the stream ends with it.
+ * The inflater for a request's `grpc-encoding`; undefined for one not supported (the call is
+ * then refused UNIMPLEMENTED, naming ACCEPTED_ENCODINGS).
  */
-export class GrpcMessageReader {
-  private pending: Buffer[] = [];
-  private pendingBytes = 0;
-  private need = GRPC_FRAME_HEADER_BYTES;
-  private inBody = false;
-  private bodyBytes = 0;
-
-  constructor(
-    private readonly bytesMax: number,
-    private readonly onMessage: (message: Buffer) => void,
-    private readonly onProblem: (status: StreamStatus) => void,
-  ) {}
-
-  push(chunk: Buffer): void {
-    let at = 0;
-    while (at < chunk.length) {
-      const take = Math.min(this.need - this.pendingBytes, chunk.length - at);
-      if (this.pendingBytes === 0 && take === this.need) {
-        // The common case: the whole header or body inside this chunk, no copy.
-        if (!this.complete(chunk.subarray(at, at + take))) return;
-      } else {
-        this.pending.push(chunk.subarray(at, at + take));
-        this.pendingBytes += take;
-        if (this.pendingBytes === this.need) {
-          const whole = Buffer.concat(this.pending, this.pendingBytes);
-          this.pending = [];
-          this.pendingBytes = 0;
-          if (!this.complete(whole)) return;
-        }
-      }
-      at += take;
-    }
-  }
-
-  /** One header or body is whole; false when the stream must end. */
-  private complete(bytes: Buffer): boolean {
-    if (this.inBody) {
-      this.inBody = false;
-      this.need = GRPC_FRAME_HEADER_BYTES;
-      this.onMessage(bytes);
-      return true;
-    }
-    if (bytes[0] !== 0) {
-      this.onProblem({ code: Status.UNIMPLEMENTED, details: 'compressed messages are not accepted on this stream' });
-      return false;
-    }
-    this.bodyBytes = bytes.readUInt32BE(1);
-    if (this.bodyBytes > this.bytesMax) {
-      this.onProblem({ code: Status.RESOURCE_EXHAUSTED, details: `message of ${this.bodyBytes} bytes is over the ${this.bytesMax}-byte limit` });
-      return false;
-    }
-    if (this.bodyBytes === 0) {
-      this.onMessage(Buffer.alloc(0));
-      return true;
-    }
-    this.inBody = true;
-    this.need = this.bodyBytes;
-    return true;
-  }
+export function inflateFor(encoding: string | undefined): Inflate | undefined {
+  if (encoding === undefined || encoding === 'identity') return null;
+  if (encoding === 'gzip') return (bytes, bytesMax) => zlib.gunzipSync(bytes, { maxOutputLength: bytesMax });
+  if (encoding === 'deflate') return (bytes, bytesMax) => zlib.inflateSync(bytes, { maxOutputLength: bytesMax });
+  return undefined;
 }
 
 /** gRPC's percent-encoding of `grpc-message`: UTF-8, every byte outside printable ASCII, and '%', as %XX. */
@@ -105,8 +69,8 @@ export function percentEncoded(text: string): string {
 }
 
 /** Headers sent with a status. */
-function statusHeaders(status: StreamStatus): Record<string, string> {
-  return { 'grpc-status': String(status.code), 'grpc-message': percentEncoded(status.details) };
+function statusHeaders(status: StreamStatus): OutgoingHttpHeaders {
+  return { ...(status.metadata?.toHttp2Headers() ?? {}), 'grpc-status': String(status.code), 'grpc-message': percentEncoded(status.details) };
 }
 
 function statusOf(headers: IncomingHttpHeaders): StreamStatus | null {
@@ -124,35 +88,77 @@ function statusOf(headers: IncomingHttpHeaders): StreamStatus | null {
   return { code: Number(code), details };
 }
 
+/** What a served stream accepts beyond the Raft stream's defaults. */
+export interface ServedStreamOptions {
+  /**
+   * Compressed messages, as the request's `grpc-encoding` names (gzip, deflate: see
+   * inflateFor; the caller refuses another encoding before it makes the stream). Off: a
+   * compressed message is UNIMPLEMENTED.
+   */
+  readonly acceptCompressed?: boolean;
+  /** A `decode` that throws RefusedMessage ends the call's input instead of the call (see RefusedMessage). */
+  readonly endInputOnRefusal?: boolean;
+}
+
 /**
- * The serving side of one stream, as the Raft stream's handler uses it: the caller's
- * metadata and TLS certificate, each message decoded by `decode`, and an end with a status.
- * Events: 'data' (a decoded message), 'end' (the caller ended its side), 'error' (a
- * status, emitted by the handler to end the call with it, or by the stream itself).
+ * gRPC's `grpc-timeout` (an integer of at most 8 digits and a unit: H, M, S, m, u, n) in
+ * milliseconds; null when absent or not of that form (the call then has no deadline).
+ */
+export function grpcTimeoutMs(value: string | string[] | undefined): number | null {
+  if (typeof value !== 'string') return null;
+  const match = /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (match === null) return null;
+  const amount = Number(match[1]);
+  const unitMs = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 }[match[2] as 'H' | 'M' | 'S' | 'm' | 'u' | 'n'];
+  return Math.ceil(amount * unitMs);
+}
+
+/**
+ * The serving side of one stream, as a grpc-js handler uses it: the caller's metadata and
+ * TLS certificate, each message decoded by `decode`, messages sent (`send`), and an end with
+ * a status. Events: 'data' (a decoded message), 'end' (the caller ended its side), 'error' (a
+ * status, emitted by the handler to end the call with it, or by the stream itself), 'drain'
+ * (room again after a `send` that returned false), 'cancelled' (the caller reset the stream,
+ * or its deadline passed, before the call ended) and 'close' (the stream is gone).
  */
 export class ServedStream<T> extends EventEmitter {
   readonly metadata: Metadata;
   private headersSent = false;
   private finished = false;
   /** What the trailers will say once the response ends (`finish`). */
-  private trailers: Record<string, string> = statusHeaders({ code: Status.OK, details: 'OK' });
+  private trailers: OutgoingHttpHeaders = statusHeaders({ code: Status.OK, details: 'OK' });
+  private readonly responseHeaders: OutgoingHttpHeaders;
+  private deadline: NodeJS.Timeout | null = null;
+  /** The caller's input was ended by a refused message: the call's status, once the handler ends it. */
+  private refusal: StreamStatus | null = null;
+  private inputEnded = false;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
     headers: IncomingHttpHeaders,
     decode: (message: Buffer) => T,
     bytesMax: number,
+    options: ServedStreamOptions = {},
   ) {
     super();
     this.metadata = Metadata.fromHttp2Headers(headers);
+    const encoding = headers['grpc-encoding'];
+    const inflate = options.acceptCompressed === true ? (inflateFor(typeof encoding === 'string' ? encoding : undefined) ?? null) : null;
+    this.responseHeaders = { ':status': '200', 'content-type': GRPC_CONTENT_TYPE, ...(options.acceptCompressed === true ? { 'grpc-accept-encoding': ACCEPTED_ENCODINGS } : {}) };
     const reader = new GrpcMessageReader(
       bytesMax,
       (message) => {
         if (this.finished) return;
+        if (this.inputEnded) return;
         let decoded: T;
         try {
           decoded = decode(message);
         } catch (error) {
+          if (error instanceof RefusedMessage && options.endInputOnRefusal === true) {
+            this.refusal = error.status;
+            this.endInput();
+            return;
+          }
           // Bytes the decoder cannot read: the caller's fault, and the node's loop goes on.
           this.emit('error', { code: Status.INVALID_ARGUMENT, details: `unreadable message: ${error instanceof Error ? error.message : String(error)}` });
           return;
@@ -160,6 +166,7 @@ export class ServedStream<T> extends EventEmitter {
         this.emit('data', decoded);
       },
       (status) => this.emit('error', status),
+      inflate,
     );
     // Read once the handler listens for messages (it does so in the turn the call arrives).
     const read = (event: string | symbol): void => {
@@ -168,13 +175,67 @@ export class ServedStream<T> extends EventEmitter {
       stream.on('data', (chunk: Buffer) => reader.push(chunk));
     };
     this.on('newListener', read);
-    stream.on('end', () => {
-      if (!this.finished) super.emit('end');
-    });
+    stream.on('end', () => this.endInput());
     stream.on('error', () => {});
+    stream.on('drain', () => super.emit('drain'));
     stream.on('close', () => {
+      if (this.deadline !== null) clearTimeout(this.deadline);
+      const byCaller = !this.finished;
       this.finished = true;
+      if (byCaller) super.emit('cancelled');
+      super.emit('close');
     });
+    const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
+    if (timeoutMs !== null) {
+      this.deadline = setTimeout(() => {
+        if (this.finished) return;
+        super.emit('cancelled');
+        this.finish({ code: Status.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
+      }, timeoutMs);
+      this.deadline.unref();
+    }
+  }
+
+  /** Whether the call is over (ended by either side): grpc-js's `cancelled`, for a handler that checks before it writes. */
+  get cancelled(): boolean {
+    return this.finished || this.stream.destroyed;
+  }
+
+  get destroyed(): boolean {
+    return this.stream.destroyed;
+  }
+
+  /** The caller's address as grpc-js gives it (`host:port`), or 'unknown'. */
+  getPeer(): string {
+    const socket = this.stream.session?.socket;
+    if (socket?.remoteAddress === undefined) return 'unknown';
+    return socket.remotePort === undefined ? socket.remoteAddress : `${socket.remoteAddress}:${socket.remotePort}`;
+  }
+
+  /** The caller's side ended (or was ended by a refused message): 'end', once; nothing more is read. */
+  private endInput(): void {
+    if (this.inputEnded) return;
+    this.inputEnded = true;
+    if (!this.finished) super.emit('end');
+  }
+
+  /**
+   * Sends one message (its encoded bytes; framed here), the response headers first. False
+   * when the stream's buffer is full ('drain' follows) or the call is over (nothing sent).
+   */
+  send(bytes: Uint8Array): boolean {
+    if (this.finished || this.stream.destroyed) return false;
+    if (!this.headersSent) this.sendMetadata(new Metadata());
+    return this.stream.write(grpcFrame(bytes));
+  }
+
+  /** Stops reading the caller's messages (HTTP/2 flow control then holds the caller back). */
+  pause(): void {
+    this.stream.pause();
+  }
+
+  resume(): void {
+    this.stream.resume();
   }
 
   getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: ReturnType<TLSSocket['getPeerCertificate']> } {
@@ -187,19 +248,20 @@ export class ServedStream<T> extends EventEmitter {
   sendMetadata(metadata: Metadata): void {
     if (this.headersSent || this.finished || this.stream.destroyed) return;
     this.headersSent = true;
-    this.stream.respond({ ':status': 200, 'content-type': GRPC_CONTENT_TYPE, ...metadata.toHttp2Headers() }, { waitForTrailers: true });
+    this.stream.respond({ ...this.responseHeaders, ...metadata.toHttp2Headers() }, { waitForTrailers: true });
     this.stream.on('wantTrailers', () => this.stream.sendTrailers(this.trailers));
   }
 
   /** Ends the call with `status` (OK when none). */
   finish(status: StreamStatus = { code: Status.OK, details: 'OK' }): void {
     if (this.finished) return;
+    if (status.code === Status.OK && this.refusal !== null) status = this.refusal;
     this.finished = true;
     if (this.stream.destroyed) return;
     if (!this.headersSent) {
       // Trailers-only: the status in the one HEADERS frame.
       this.headersSent = true;
-      this.stream.respond({ ':status': 200, 'content-type': GRPC_CONTENT_TYPE, ...statusHeaders(status) }, { endStream: true });
+      this.stream.respond({ ...this.responseHeaders, ...statusHeaders(status) }, { endStream: true });
       return;
     }
     this.trailers = statusHeaders(status);
@@ -216,7 +278,7 @@ export class ServedStream<T> extends EventEmitter {
       const status = args[0] as StreamStatus;
       // Told to whoever listens; never thrown (an EventEmitter throws an 'error' nobody listens for).
       if (this.listenerCount('error') > 0) super.emit('error', status);
-      this.finish({ code: status.code, details: status.details ?? '' });
+      this.finish({ code: status.code, details: status.details ?? '', metadata: status.metadata ?? null });
       return true;
     }
     return super.emit(event, ...args);

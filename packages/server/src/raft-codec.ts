@@ -2,6 +2,7 @@
  * The Raft core's messages on the wire (proto/quorumq/v1/raft.proto), one RaftBatch per
  * peer per event-loop turn.
  */
+import { GRPC_FRAME_HEADER_BYTES } from '@quorumq/proto/grpc-frames';
 import { bytesFieldBytes, handTags, quorumq, stringFieldBytes, varintBytes, writeStringField, writeVarint } from '@quorumq/proto';
 import type { ClusterConfig, Entry, Message, SnapshotMeta } from '@quorumq/raft';
 
@@ -381,7 +382,7 @@ function writeAppend(out: Buffer, at: number, groupId: string, message: Append, 
 export const RAFT_STREAM_BYTES_MAX = 64 * 1024 * 1024;
 
 /** gRPC's length prefix of a message on the wire: a compressed flag and a 4-byte big-endian length. */
-export const GRPC_FRAME_HEADER_BYTES = 5;
+export { GRPC_FRAME_HEADER_BYTES };
 
 export const RAFT_BATCH_BYTES_MAX = 16 * 1024 * 1024;
 

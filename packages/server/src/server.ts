@@ -27,6 +27,7 @@ import { ForwardError, raftStreamHandler, serveRaftStreams } from './transport.j
 import { lenient, refuseUnreadable } from './unreadable.js';
 import { decodePublishBatch, decodePublishRequest, encodeConsumeResponse } from './wire.js';
 import { widenServerWindows } from './http2-window.js';
+import { brokerStreamMethods, serveBrokerStreams } from './served-broker-streams.js';
 
 import pb = quorumq.v1;
 
@@ -128,7 +129,11 @@ export async function startNode(
   // here gets UNIMPLEMENTED.
   const server = new Server(serverOptions);
   widenServerWindows(server);
-  server.addService(brokerServiceFor(config), api.implementation());
+  const brokerService = brokerServiceFor(config);
+  const implementation = api.implementation();
+  // PublishStream and Consume on node:http2 itself, everything else on grpc-js (served-broker-streams.ts).
+  serveBrokerStreams(server, implementation, brokerStreamMethods(brokerService), serverOptions['grpc.max_receive_message_length']);
+  server.addService(brokerService, implementation);
   const health = new HealthImplementation({ '': 'NOT_SERVING', 'quorumq.v1.Broker': 'NOT_SERVING' });
   health.addToServer(server);
   addReflection(server);
