@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { ClientDuplexStream, StatusObject } from '@grpc/grpc-js';
+import type { StatusObject } from '@grpc/grpc-js';
 import { Metadata, status as grpcStatus } from '@grpc/grpc-js';
 import { BrokerService, quorumq } from '@quorumq/proto';
 import { QuorumqError, SdkReason, brokenStreamError, toQuorumqError } from './errors.js';
 import { DeliveryImpl, type Delivery } from './delivery.js';
 import { wireNumber } from './longs.js';
+import type { DuplexCall } from './h2-call.js';
 import { shouldFailover, type Transport } from './transport.js';
 
 export interface ConsumeOptions {
@@ -30,7 +31,7 @@ export interface ConsumerEvent {
 /** The handler of the callback form of `consume`. */
 export type DeliveryHandler = (delivery: Delivery) => unknown;
 
-type ConsumeCall = ClientDuplexStream<quorumq.v1.ConsumeRequest.$Properties, quorumq.v1.ConsumeResponse>;
+type ConsumeCall = DuplexCall<quorumq.v1.ConsumeRequest.$Properties>;
 
 /** A settlement made in this turn, and its caller waiting until it is written to the stream. */
 interface PendingSettle {
@@ -246,11 +247,11 @@ export class Consumer implements AsyncIterable<Delivery> {
       address = this.transport.leaderOf(this.queue);
     }
     address ??= this.transport.currentAddress();
-    if (!this.transport.isConnected(address)) {
+    if (!this.transport.isStreamConnected(address)) {
       // Subscribe only over a connection that is up: a paused node is passed over
       // (Transport.connected) instead of holding the subscription for ever.
       try {
-        await this.transport.connected(address);
+        await this.transport.streamConnected(address);
       } catch (thrown) {
         if (this.done) return;
         const error = toQuorumqError(thrown, address);
@@ -266,7 +267,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     let call: ConsumeCall;
     try {
       const method = BrokerService.consume;
-      call = this.transport.client(address).makeBidiStreamRequest(method.path, method.requestSerialize, method.responseDeserialize);
+      call = this.transport.openStream(address, method.path, method.requestSerialize, method.responseDeserialize);
     } catch (error) {
       this.finish(toQuorumqError(error));
       return;

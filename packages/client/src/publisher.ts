@@ -1,8 +1,9 @@
-import type { ClientDuplexStream, StatusObject } from '@grpc/grpc-js';
+import type { StatusObject } from '@grpc/grpc-js';
 import { BrokerService, encodePublishBatch, messageParts, quorumq, type OutgoingPublish } from '@quorumq/proto';
 import { QuorumqError, SdkReason, brokenStreamError, toQuorumqError } from './errors.js';
 import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { toPublishResult, type PublishResult } from './results.js';
+import type { DuplexCall } from './h2-call.js';
 import { shouldFailover, type Transport } from './transport.js';
 import { wireNumber } from './longs.js';
 
@@ -46,7 +47,7 @@ interface Pending {
   failingSince: number | undefined;
 }
 
-type PublishCall = ClientDuplexStream<readonly OutgoingPublish[], quorumq.v1.PublishOutcomes>;
+type PublishCall = DuplexCall<readonly OutgoingPublish[]>;
 
 /**
  * Publishes one `PublishBatch` holds at most: the broker refuses a batch of more than its
@@ -346,7 +347,7 @@ export class Publisher {
     try {
       address = this.preferred ?? this.leaderOfFirstPending() ?? this.transport.currentAddress();
       this.preferred = undefined;
-      if (!this.transport.isConnected(address)) {
+      if (!this.transport.isStreamConnected(address)) {
         this.connectThenOpen(address);
         return;
       }
@@ -364,7 +365,7 @@ export class Publisher {
    */
   private connectThenOpen(address: string): void {
     this.connecting = true;
-    this.transport.connected(address).then(
+    this.transport.streamConnected(address).then(
       () => {
         this.connecting = false;
         if (!this.closed) this.openAt(address);
@@ -382,7 +383,7 @@ export class Publisher {
       const method = BrokerService.publishStream;
       // Batches are written by hand (@quorumq/proto's publish.js): bodies are copied straight
       // into them. Outcomes are read by the generated code.
-      call = this.transport.client(address).makeBidiStreamRequest(method.path, encodePublishBatch, method.responseDeserialize);
+      call = this.transport.openStream(address, method.path, encodePublishBatch, method.responseDeserialize);
     } catch (error) {
       this.failAll(toQuorumqError(error));
       return;

@@ -5,6 +5,7 @@
  * content as a Buffer.
  */
 import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 
 export interface TlsOptions {
@@ -43,4 +44,20 @@ export function tlsCredentials(tls: TlsOptions): grpc.ChannelCredentials {
 /** Channel options for `tls` (the server name to check, when given). */
 export function tlsChannelOptions(tls: TlsOptions | undefined): grpc.ChannelOptions {
   return tls?.serverName === undefined ? {} : { 'grpc.ssl_target_name_override': tls.serverName };
+}
+
+/**
+ * Node's TLS options for `tls`, for the SDK's own HTTP/2 connections (h2-sessions.ts): the
+ * same CA (Node's bundled roots when unset, as grpc-js's), certificate, key and server name.
+ */
+export function tlsConnectionOptions(tls: TlsOptions): ConnectionOptions {
+  const ca = pem('ca', tls.ca);
+  const cert = pem('cert', tls.cert);
+  const key = pem('key', tls.key);
+  if ((cert === null) !== (key === null)) throw new TypeError('connect: tls.cert and tls.key go together: give both or neither');
+  return {
+    ...(ca === null ? {} : { ca }),
+    ...(cert === null || key === null ? {} : { cert, key }),
+    ...(tls.serverName === undefined ? {} : { servername: tls.serverName }),
+  };
 }

@@ -1,12 +1,14 @@
 import * as grpc from '@grpc/grpc-js';
 import { quorumq } from '@quorumq/proto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connect, QuorumqError, type ConnectOptions, type Delivery, type QuorumqClient } from '../src/index.js';
 import { wireNumber } from '../src/longs.js';
 import { FakeBroker, FakeState, waitFor } from './fake-broker.js';
 
 const { SettleKind } = quorumq.v1;
 const cleanup: Array<() => Promise<void> | void> = [];
+/** The stream kind the clients of the running block use: the SDK's own HTTP/2 (the default) or grpc-js's. */
+let nativeStreams = true;
 afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
 });
@@ -17,7 +19,7 @@ async function setup(n = 1, options: Partial<ConnectOptions> = {}): Promise<{ br
   for (let i = 0; i < n; i++) brokers.push(await FakeBroker.start(state));
   state.declareQueue('q');
   state.leaders.set('q', brokers[0]?.nodeId ?? '');
-  const client = connect({ nodes: brokers.map((b) => b.address), failoverTimeoutMs: 2_000, initialBackoffMs: 10, maxBackoffMs: 50, ...options });
+  const client = connect({ nodes: brokers.map((b) => b.address), failoverTimeoutMs: 2_000, initialBackoffMs: 10, maxBackoffMs: 50, nativeStreams, ...options });
   cleanup.push(() => {
     for (const b of brokers) b.kill();
   });
@@ -37,7 +39,11 @@ async function take(iterator: AsyncIterator<Delivery>): Promise<Delivery> {
   return result.value;
 }
 
-describe('Consumer', () => {
+describe.each([true, false])('Consumer (streams on the SDK own HTTP/2: %s)', (native) => {
+  beforeEach(() => {
+    nativeStreams = native;
+  });
+
   it('subscribes, yields deliveries with their fields and acks them on the stream', async () => {
     const { brokers, state, client } = await setup();
     const broker = first(brokers);
@@ -328,7 +334,7 @@ describe('Consumer', () => {
     const iterator = consumer[Symbol.asyncIterator]();
     expect((await take(iterator)).body.toString()).toBe(big);
     await consumer.close();
-    const limited = connect({ nodes: client.nodes, failoverTimeoutMs: 500, channelOptions: { 'grpc.max_receive_message_length': 1024 * 1024 } });
+    const limited = connect({ nodes: client.nodes, failoverTimeoutMs: 500, nativeStreams, channelOptions: { 'grpc.max_receive_message_length': 1024 * 1024 } });
     cleanup.push(() => limited.close());
     const error = await limited.get('q').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QuorumqError);

@@ -1,12 +1,14 @@
 import * as grpc from '@grpc/grpc-js';
 import { quorumq } from '@quorumq/proto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { connect, QuorumqError, type PublishResult, type QuorumqClient } from '../src/index.js';
 import { wireNumber } from '../src/longs.js';
 import { BATCH_BYTES_MAX, BATCH_PUBLISHES_MAX, DEDUP_WINDOW } from '../src/publisher.js';
 import { FakeBroker, FakeState, waitFor } from './fake-broker.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
+/** The stream kind the clients of the running block use: the SDK's own HTTP/2 (the default) or grpc-js's. */
+let nativeStreams = true;
 afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
 });
@@ -16,7 +18,7 @@ async function cluster(n: number): Promise<{ brokers: FakeBroker[]; client: Quor
   state.declareQueue('jobs');
   const brokers: FakeBroker[] = [];
   for (let i = 0; i < n; i++) brokers.push(await FakeBroker.start(state));
-  const client = connect({ nodes: brokers.map((b) => b.address), failoverTimeoutMs: 2_000, initialBackoffMs: 10, maxBackoffMs: 50 });
+  const client = connect({ nodes: brokers.map((b) => b.address), failoverTimeoutMs: 2_000, initialBackoffMs: 10, maxBackoffMs: 50, nativeStreams });
   cleanup.push(() => {
     for (const b of brokers) b.kill();
   });
@@ -24,7 +26,11 @@ async function cluster(n: number): Promise<{ brokers: FakeBroker[]; client: Quor
   return { brokers, client };
 }
 
-describe('Publisher', () => {
+describe.each([true, false])('Publisher (streams on the SDK own HTTP/2: %s)', (native) => {
+  beforeEach(() => {
+    nativeStreams = native;
+  });
+
   it('matches outcomes by publish id over one stream', async () => {
     const { brokers, client } = await cluster(1);
     const publisher = client.createPublisher();
@@ -234,7 +240,7 @@ describe('Publisher', () => {
 
   it('gives up re-sending after the failover timeout with a retriable error', async () => {
     const dead = await FakeBroker.deadAddress();
-    const client = connect({ nodes: [dead], failoverTimeoutMs: 200, initialBackoffMs: 10, maxBackoffMs: 20 });
+    const client = connect({ nodes: [dead], failoverTimeoutMs: 200, initialBackoffMs: 10, maxBackoffMs: 20, nativeStreams });
     cleanup.push(() => client.close());
     const publisher = client.createPublisher({ producerId: 'p' });
     const started = Date.now();
