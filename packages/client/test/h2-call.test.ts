@@ -8,6 +8,7 @@
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import net, { type AddressInfo } from 'node:net';
 import { status as Status, type StatusObject } from '@grpc/grpc-js';
+import { grpcFrame } from '@quorumq/proto/grpc-frames';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toQuorumqError } from '../src/errors.js';
 import { Http2Call } from '../src/h2-call.js';
@@ -19,11 +20,8 @@ afterEach(async () => {
 });
 
 function framed(text: string, compressed = false): Buffer {
-  const body = Buffer.from(text);
-  const out = Buffer.alloc(5 + body.length);
+  const out = grpcFrame(Buffer.from(text));
   out[0] = compressed ? 1 : 0;
-  out.writeUInt32BE(body.length, 1);
-  body.copy(out, 5);
   return out;
 }
 

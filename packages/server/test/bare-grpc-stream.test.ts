@@ -1,4 +1,5 @@
 import { Metadata, Server, ServerCredentials, makeGenericClientConstructor, credentials, status as Status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import { grpcFrame } from '@quorumq/proto/grpc-frames';
 import { createServer, type Server as NetServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -17,10 +18,8 @@ const BareClient = makeGenericClientConstructor({ stream: STREAM, unary: UNARY }
 
 /** A gRPC message as it travels: flag byte, 4-byte length, body. */
 function framed(body: Buffer, compressed = false): Buffer {
-  const out = Buffer.alloc(5 + body.length);
+  const out = grpcFrame(body);
   out[0] = compressed ? 1 : 0;
-  out.writeUInt32BE(body.length, 1);
-  body.copy(out, 5);
   return out;
 }
 

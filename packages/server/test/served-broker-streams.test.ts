@@ -1,4 +1,5 @@
 import http2 from 'node:http2';
+import { grpcFrame } from '@quorumq/proto/grpc-frames';
 import zlib from 'node:zlib';
 import { Metadata, Server, ServerCredentials, credentials, makeGenericClientConstructor, status as Status, type ServiceError } from '@grpc/grpc-js';
 import { BrokerService } from '@quorumq/proto';
@@ -63,10 +64,8 @@ async function echoServer(): Promise<{ address: string; events: string[] }> {
 }
 
 function framed(body: Buffer, compressed = false): Buffer {
-  const out = Buffer.alloc(5 + body.length);
+  const out = grpcFrame(body);
   out[0] = compressed ? 1 : 0;
-  out.writeUInt32BE(body.length, 1);
-  body.copy(out, 5);
   return out;
 }
 
