@@ -71,7 +71,7 @@ export class Http2Sessions {
 
   /** The connection to `address`: the open one, or a new one when there is none or it failed. */
   connection(address: string): Connection {
-    if (this.closed) throw new QuorumqError('the client is closed', { code: 'CANCELLED', reason: SdkReason.CLIENT_CLOSED, retriable: false });
+    if (this.closed) throw closedError();
     const known = this.connections.get(address);
     if (known !== undefined && known.failure === null) return known;
     const connection = this.open(address);
@@ -100,7 +100,10 @@ export class Http2Sessions {
 
   close(): void {
     this.closed = true;
+    const closed = closedError();
     for (const connection of this.connections.values()) {
+      // Who waits for a connection is told the client closed, not that the node is down.
+      for (const waiter of connection.waiters.splice(0)) waiter.reject(closed);
       this.fail(connection, 'the client is closed');
       connection.session.close();
     }
@@ -180,6 +183,10 @@ export class Http2Sessions {
     if (connection.keepalive !== null) clearInterval(connection.keepalive);
     connection.keepalive = null;
   }
+}
+
+function closedError(): QuorumqError {
+  return new QuorumqError('the client is closed', { code: 'CANCELLED', reason: SdkReason.CLIENT_CLOSED, retriable: false });
 }
 
 export type { Connection as Http2Connection };

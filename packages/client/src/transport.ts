@@ -267,8 +267,9 @@ export class Transport {
   streamConnected(address: string): Promise<void> {
     if (this.sessions === null) return this.connected(address);
     if (this.closed) return Promise.reject(closedError());
+    // The sessions' UNAVAILABLE, naming the node (a closed client's CANCELLED as it is).
     return this.sessions.connected(address).catch((error: unknown) => {
-      throw error instanceof QuorumqError ? new QuorumqError(error.message, { code: 'UNAVAILABLE', node: address, retriable: true, cause: error }) : error;
+      throw error instanceof QuorumqError && error.code === 'UNAVAILABLE' ? new QuorumqError(error.message, { code: 'UNAVAILABLE', node: address, retriable: true, cause: error }) : error;
     });
   }
 

@@ -276,7 +276,13 @@ describe('a stream on the SDK own HTTP/2 connection', () => {
     const { address } = await server(() => undefined);
     await on.connected(address);
     expect(on.isConnected(address)).toBe(true);
+    // Closed while a caller waits for a connection: it is told the client closed (not retriable).
+    const waiting = on.connected(hungAddress).then(
+      () => null,
+      (error: unknown) => toQuorumqError(error),
+    );
     on.close();
+    expect(await waiting).toMatchObject({ code: 'CANCELLED', reason: 'CLIENT_CLOSED', retriable: false });
     expect(() => on.connection(address)).toThrow(/closed/);
   });
 });
