@@ -12,15 +12,19 @@ const root = resolve(import.meta.dirname, '..', '..', '..');
 
 describe('nodeProcessArgs', () => {
   it('adds the node flags after the parent process flags', () => {
-    expect(NODE_PROCESS_FLAGS).toEqual(['--expose-gc', '--initial-old-space-size=256']);
+    expect(NODE_PROCESS_FLAGS).toEqual(['--expose-gc', '--initial-old-space-size=256', '--bytecode-size-allowance-per-tick=1100']);
     expect(nodeProcessArgs([])).toEqual([...NODE_PROCESS_FLAGS]);
     expect(nodeProcessArgs(['--enable-source-maps'])).toEqual(['--enable-source-maps', ...NODE_PROCESS_FLAGS]);
   });
 
   it('adds no flag the parent already has under the same name, whatever its value or spelling', () => {
-    expect(nodeProcessArgs(['--expose-gc'])).toEqual(['--expose-gc', '--initial-old-space-size=256']);
-    expect(nodeProcessArgs(['--initial-old-space-size=1024'])).toEqual(['--initial-old-space-size=1024', '--expose-gc']);
-    expect(nodeProcessArgs(['--initial_old_space_size=64', '--expose_gc'])).toEqual(['--initial_old_space_size=64', '--expose_gc']);
+    expect(nodeProcessArgs(['--expose-gc'])).toEqual(['--expose-gc', '--initial-old-space-size=256', '--bytecode-size-allowance-per-tick=1100']);
+    expect(nodeProcessArgs(['--initial-old-space-size=1024'])).toEqual(['--initial-old-space-size=1024', '--expose-gc', '--bytecode-size-allowance-per-tick=1100']);
+    expect(nodeProcessArgs(['--initial_old_space_size=64', '--expose_gc', '--bytecode_size_allowance_per_tick=150'])).toEqual([
+      '--initial_old_space_size=64',
+      '--expose_gc',
+      '--bytecode_size_allowance_per_tick=150',
+    ]);
     // A different flag that shares a prefix is not the same flag.
     expect(nodeProcessArgs(['--initial-old-space-size-x=1'])).toEqual(['--initial-old-space-size-x=1', ...NODE_PROCESS_FLAGS]);
   });
