@@ -65,8 +65,13 @@ function gate(): { promise: Promise<void>; open: () => void } {
   return { promise, open };
 }
 
-async function until(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 10_000 && !condition(); i++) await turns(1);
+/**
+ * Waits, turn by turn, until `condition` holds, for up to `ms` of wall time: a bound in turns
+ * alone ran out while a real write was still on a loaded disk (a turn can take 2 µs).
+ */
+async function until(condition: () => boolean, ms = 15_000): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!condition() && performance.now() < deadline) await turns(1);
   expect(condition()).toBe(true);
 }
 
@@ -176,18 +181,21 @@ describe('WAL group commit', { timeout: 30_000 }, () => {
       }
     };
     for (let round = 0; round < 4; round++) {
+      const writes = fs.calls.writev;
       const held = gate();
       fs.writeGate = held.promise;
       batch(`r${round}a`, 20, 900);
-      await until(() => fs.calls.writev > 2 * round);
-      // While that write waits, two more batches queue (the second and third flush of the round).
+      await until(() => fs.calls.writev === writes + 1);
+      // While that write waits, the round's second batch queues; the third queues while the second is written.
       batch(`r${round}b`, 25, 1500);
       await turns(3);
+      expect(fs.calls.writev).toBe(writes + 1);
       fs.writeGate = null;
       held.open();
-      await until(() => fs.calls.writev > 2 * round + 1);
+      await until(() => fs.calls.writev === writes + 2);
       batch(`r${round}c`, 10, 3000);
       await Promise.all(appends);
+      expect(fs.calls.writev).toBe(writes + 3);
     }
     // A batch larger than a reusable buffer gets its own.
     batch('big', 3, 3 * 1024 * 1024);
