@@ -5,7 +5,7 @@
 # The image is made with `docker import` from a tiny root filesystem assembled on this
 # machine: this machine's own `node` binary and npm, the glibc shared libraries they (and
 # the native addons leveldown and @node-rs/crc32) load, the dynamic loader, the CA bundle,
-# and busybox (or dash) as /bin/sh plus the few tools npm scripts and Dockerfile RUN steps
+# chrt, and busybox (or dash) as /bin/sh plus the few tools npm scripts and Dockerfile RUN steps
 # use. Because the libraries are this machine's glibc, the glibc prebuilds of
 # leveldown@6 load inside the image exactly as they do on the host.
 #
@@ -32,9 +32,15 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# What the image holds changed at these revisions (2: chrt): an older image is rebuilt.
+revision=2
 if [ "$force" -eq 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
-  echo "base-image: $tag exists (use --force to rebuild)"
-  exit 0
+  have=$(docker image inspect -f '{{index .Config.Labels "quorumq.base.revision"}}' "$tag" 2>/dev/null || true)
+  if [ "$have" = "$revision" ]; then
+    echo "base-image: $tag exists (use --force to rebuild)"
+    exit 0
+  fi
+  echo "base-image: $tag is of revision ${have:-1}, rebuilding it as revision $revision"
 fi
 
 node_bin=$(readlink -f "$(command -v node)")
@@ -102,6 +108,15 @@ copy_libs() {
 # node, and its libraries.
 cp -p "$node_bin" "$root/usr/bin/node"
 copy_libs "$node_bin"
+# chrt (util-linux): a node puts V8's helper threads at SCHED_IDLE with it
+# (packages/cli/src/helper-threads.ts); without it they keep their priority.
+chrt_bin=$(command -v chrt || true)
+if [ -n "$chrt_bin" ]; then
+  cp -p "$(readlink -f "$chrt_bin")" "$root/usr/bin/chrt"
+  copy_libs "$chrt_bin"
+else
+  echo "base-image: warning: no chrt on this machine (util-linux): nodes in the image keep V8's helper threads at normal priority" >&2
+fi
 # glibc pieces that native addons (leveldown, @node-rs/crc32) or name resolution may load
 # at run time, which node itself does not link.
 for lib in librt.so.1 libresolv.so.2 libnss_files.so.2 libnss_dns.so.2 libutil.so.1 libanl.so.1 \
@@ -165,6 +180,7 @@ tar -C "$root" --numeric-owner -cf - . | docker import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change "ENV NODE_VERSION=${node_version#v}" \
   --change 'WORKDIR /app' \
+  --change "LABEL quorumq.base.revision=$revision" \
   --change 'CMD ["node"]' \
   --message "quorumq node base: host node $node_version + glibc libraries, no registry" \
   - "$tag" >/dev/null

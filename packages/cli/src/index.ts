@@ -21,3 +21,4 @@ export {
 } from './certificates.js';
 export { ensureClusterSecret, CLUSTER_SECRET_FILE } from './cluster-secret.js';
 export { NODE_PROCESS_FLAGS, nodeProcessArgs } from './node-process.js';
+export { idleHelperThreads, platformThreads, threadStartTime, uvPoolSize, type HelperThreadsOutcome, type ThreadStart } from './helper-threads.js';

@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { addAdminCommands } from './admin-commands.js';
 import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
+import { idleHelperThreads, type HelperThreadsOutcome } from './helper-threads.js';
 import { nodeProcessArgs } from './node-process.js';
 import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
 
@@ -47,6 +48,8 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
     throw error;
   }
   mkdirSync(config.dataDir, { recursive: true });
+  // Before the node opens its storage (LevelDB starts a thread of its own).
+  const helpers: HelperThreadsOutcome | null = config.idleHelperThreads ? await idleHelperThreads() : null;
   let running;
   try {
     running = await startNode(config);
@@ -56,6 +59,8 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
     process.stderr.write(`quorumq: node ${config.nodeId} cannot start: ${message}\n`);
     process.exit(2);
   }
+  if (helpers?.kind === 'idle') running.logger.info({ threads: helpers.threads }, "V8's helper threads run at SCHED_IDLE");
+  else if (helpers?.kind === 'unchanged') running.logger.warn({ reason: helpers.reason }, "V8's helper threads keep their CPU priority");
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

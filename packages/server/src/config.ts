@@ -98,6 +98,12 @@ export interface NodeConfig extends AuthConfig {
   readonly exclusiveLeaseMs: number;
   readonly logLevel: string;
   /**
+   * V8's helper threads (optimising compilation, concurrent and parallel garbage collection)
+   * run at the lowest CPU priority (SCHED_IDLE), so the event loop, woken by a message, never
+   * waits behind one of them for a CPU (the CLI's helper-threads.ts). Default true.
+   */
+  readonly idleHelperThreads: boolean;
+  /**
    * The secret every peer call carries (Raft streams, forwarded proposals): a node serves
    * the peer services only to callers that present it and a configured node id. Required
    * when `peers` names other nodes and there is no peer mutual TLS (with it, optional, and
@@ -144,6 +150,7 @@ export const DEFAULTS = {
   requestTimeoutMs: 5000,
   exclusiveLeaseMs: 30_000,
   logLevel: 'info',
+  idleHelperThreads: true,
   requireAuthentication: false,
   admin: null,
 } as const;
@@ -189,6 +196,7 @@ const ENV: Record<string, string> = {
   QUORUMQ_DEFAULT_REPLICAS: 'defaultReplicas',
   QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
   QUORUMQ_LOG_LEVEL: 'logLevel',
+  QUORUMQ_IDLE_HELPER_THREADS: 'idleHelperThreads',
   QUORUMQ_EXCLUSIVE_LEASE_MS: 'exclusiveLeaseMs',
   QUORUMQ_TEST_ONLY_CONFIRM_BEFORE_COMMIT: 'testOnlyConfirmBeforeCommit',
   QUORUMQ_CLUSTER_SECRET: 'clusterSecret',
@@ -375,6 +383,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     requestTimeoutMs: integer(raw, 'requestTimeoutMs', DEFAULTS.requestTimeoutMs, 100),
     exclusiveLeaseMs: integer(raw, 'exclusiveLeaseMs', DEFAULTS.exclusiveLeaseMs, 100),
     logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
+    idleHelperThreads: raw.idleHelperThreads === undefined ? DEFAULTS.idleHelperThreads : flag(raw, 'idleHelperThreads'),
     clusterSecret: clusterSecret(raw, nodeId, peers, peerTls !== null),
     ...authConfig(raw, (message) => new ConfigError(message)),
     testOnlyConfirmBeforeCommit: raw.testOnlyConfirmBeforeCommit === true || raw.testOnlyConfirmBeforeCommit === '1',

@@ -196,3 +196,13 @@ describe('TLS options (issue 17)', () => {
     expect(() => loadConfig(null, {}, { nodeId: 'n1', ...peerTls() })).toThrow(/there is no peer listener: set peerListen/);
   });
 });
+
+describe("V8's helper threads at SCHED_IDLE", () => {
+  it('is on by default; false in the file or QUORUMQ_IDLE_HELPER_THREADS turns it off; anything else is refused', () => {
+    expect(loadConfig(null, {}, { nodeId: 'n1' }).idleHelperThreads).toBe(true);
+    expect(loadConfig(null, { QUORUMQ_IDLE_HELPER_THREADS: 'false' }, { nodeId: 'n1' }).idleHelperThreads).toBe(false);
+    expect(loadConfig(tempFile('node.json', JSON.stringify({ nodeId: 'n1', idleHelperThreads: false })), {}).idleHelperThreads).toBe(false);
+    expect(loadConfig(null, { QUORUMQ_IDLE_HELPER_THREADS: 'true' }, { nodeId: 'n1' }).idleHelperThreads).toBe(true);
+    expect(() => loadConfig(null, { QUORUMQ_IDLE_HELPER_THREADS: 'sometimes' }, { nodeId: 'n1' })).toThrow(/idleHelperThreads must be true or false/);
+  });
+});
