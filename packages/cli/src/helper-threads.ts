@@ -74,19 +74,25 @@ export async function idleHelperThreads(env: NodeJS.ProcessEnv = process.env): P
     }
     const tids = platformThreads(process.pid, threads, uvPoolSize(env.UV_THREADPOOL_SIZE));
     if (tids.length === 0) return { kind: 'unchanged', reason: `cannot tell V8's threads among ${threads.length}` };
-    for (const tid of tids) await chrtIdle(tid);
-    return { kind: 'idle', threads: tids.length };
+    let lowered = 0;
+    for (const tid of tids) {
+      const error = await chrtIdle(tid);
+      if (error !== null) return { kind: 'unchanged', reason: lowered === 0 ? error : `${error} (${lowered} of ${tids.length} set before)` };
+      lowered += 1;
+    }
+    return { kind: 'idle', threads: lowered };
   } catch (error) {
     return { kind: 'unchanged', reason: error instanceof Error ? error.message : String(error) };
   }
 }
 
-function chrtIdle(tid: number): Promise<void> {
-  return new Promise((resolve, reject) => {
+/** Sets one thread to SCHED_IDLE: null, or what went wrong. */
+function chrtIdle(tid: number): Promise<string | null> {
+  return new Promise((resolve) => {
     execFile('chrt', ['--idle', '--pid', '0', String(tid)], { timeout: 5000 }, (error, _stdout, stderr) => {
-      if (error === null) resolve();
-      else if ((error as NodeJS.ErrnoException).code === 'ENOENT') reject(new Error('chrt (util-linux) is not installed'));
-      else reject(new Error(`chrt --idle --pid 0 ${tid}: ${stderr.trim() || error.message}`));
+      if (error === null) resolve(null);
+      else if ((error as NodeJS.ErrnoException).code === 'ENOENT') resolve('chrt (util-linux) is not installed');
+      else resolve(`chrt --idle --pid 0 ${tid}: ${stderr.trim() || error.message}`);
     });
   });
 }

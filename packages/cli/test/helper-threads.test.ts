@@ -75,4 +75,10 @@ describe.runIf(process.platform === 'linux')('in a fresh node process', () => {
     expect(readers.length).toBeGreaterThan(0);
     for (const reader of readers) expect(reader.policy).toBe(SCHED_OTHER);
   });
+
+  it('without chrt, says so and changes no thread', () => {
+    const { outcome, threads } = inFreshNode({ PATH: '/nonexistent' });
+    expect(outcome).toEqual({ kind: 'unchanged', reason: 'chrt (util-linux) is not installed' });
+    for (const thread of threads) expect(thread.policy).toBe(SCHED_OTHER);
+  });
 });
