@@ -20,5 +20,5 @@ export {
   type LeafOptions,
 } from './certificates.js';
 export { ensureClusterSecret, CLUSTER_SECRET_FILE } from './cluster-secret.js';
-export { NODE_PROCESS_FLAGS, nodeProcessArgs } from './node-process.js';
+export { NODE_PROCESS_FLAGS, V8_POOL_SIZE_DEFAULT, localNodeFlags, nodeProcessArgs, v8PoolSize } from './node-process.js';
 export { idleHelperThreads, platformThreads, threadStartTime, uvPoolSize, type HelperThreadsOutcome, type ThreadStart } from './helper-threads.js';

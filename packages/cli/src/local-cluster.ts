@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { makeClusterCertificates, type ClusterCertificates } from './certificates.js';
 import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus, type HealthTls } from './health.js';
-import { NODE_PROCESS_FLAGS } from './node-process.js';
+import { localNodeFlags } from './node-process.js';
 
 export const CLI_MAIN = resolve(dirname(fileURLToPath(import.meta.url)), 'main.js');
 
@@ -278,7 +278,7 @@ export class LocalCluster {
     // With TLS the nodes prove themselves with their certificates; the secret only when asked for.
     const secret = this.tlsOptions !== null && this.tlsOptions.clusterSecret !== true ? '' : this.secretFile;
     // A joiner starts as an operator starts one: `quorumq node --join`.
-    const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, CLI_MAIN, 'node', ...(node.join === true ? ['--join'] : [])], {
+    const child = spawn(process.execPath, [...localNodeFlags(), CLI_MAIN, 'node', ...(node.join === true ? ['--join'] : [])], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...process.env,

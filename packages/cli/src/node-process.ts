@@ -1,3 +1,5 @@
+import { availableParallelism } from 'node:os';
+
 /**
  * The flags a node process is started with (by `quorumq cluster`, LocalCluster, the container
  * image and the Kubernetes manifest):
@@ -27,10 +29,32 @@
  */
 export const NODE_PROCESS_FLAGS: readonly string[] = ['--expose-gc', '--initial-old-space-size=256', '--bytecode-size-allowance-per-tick=1100'];
 
+/** Node starts this many V8 worker threads unless told otherwise. */
+export const V8_POOL_SIZE_DEFAULT = 4;
+
+/**
+ * V8's worker threads for a node started on this machine (`quorumq cluster`, LocalCluster):
+ * one per CPU, at most Node's default. Node starts 4 whatever the machine; on 2 CPUs, three
+ * nodes then had 12 compiler and GC threads for 2 CPUs, and their compilation and parallel
+ * collections crowded the event loops in a run's first second. With 2 per node, in alternating
+ * runs of `../shared/compare/run.sh`'s shape (docs/architecture.md, "Performance"): p99 at 256
+ * in flight about a fifth lower, the rest level or better. The container image and the
+ * Kubernetes manifest keep Node's default (the CPUs a container gets are not known when it is
+ * built): give `NODE_OPTIONS=--v8-pool-size=N` there (docs/configuration.md).
+ */
+export function v8PoolSize(cpus: number): number {
+  return Math.max(1, Math.min(V8_POOL_SIZE_DEFAULT, Math.floor(cpus)));
+}
+
+/** The flags of a node started on this machine: NODE_PROCESS_FLAGS and the V8 pool for `cpus` CPUs. */
+export function localNodeFlags(cpus: number = availableParallelism()): string[] {
+  return [...NODE_PROCESS_FLAGS, `--v8-pool-size=${v8PoolSize(cpus)}`];
+}
+
 const flagName = (flag: string): string => flag.split('=', 1)[0]!.replace(/_/g, '-');
 
-/** `execArgv` with the node flags added where no flag of the same name is there. */
-export function nodeProcessArgs(execArgv: readonly string[]): string[] {
+/** `execArgv` with the local node flags (`localNodeFlags`) added where no flag of the same name is there. */
+export function nodeProcessArgs(execArgv: readonly string[], cpus: number = availableParallelism()): string[] {
   const given = new Set(execArgv.map(flagName));
-  return [...execArgv, ...NODE_PROCESS_FLAGS.filter((flag) => !given.has(flagName(flag)))];
+  return [...execArgv, ...localNodeFlags(cpus).filter((flag) => !given.has(flagName(flag)))];
 }

@@ -2,7 +2,7 @@
  * `quorumq cluster` (what `npm start` runs), as a user starts it: real node processes, the
  * banner it prints, where the nodes serve their metrics, how their logs are printed.
  */
-import { CLI_MAIN, freePort, NODE_PROCESS_FLAGS } from '@quorumq/cli';
+import { CLI_MAIN, freePort, localNodeFlags } from '@quorumq/cli';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -116,7 +116,7 @@ it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on port
   for (const line of logLines.filter((l) => !l.startsWith('stderr: '))) expect(() => JSON.parse(line), line).not.toThrow();
 });
 
-it('starts its nodes with the node flags (NODE_PROCESS_FLAGS); a flag of the same name given to it wins', async () => {
+it('starts its nodes with the local node flags (NODE_PROCESS_FLAGS and a V8 pool for the machine); a flag of the same name given to it wins', async () => {
   const base = await freeBasePort();
   const { lines, pid } = startCluster(['--base-port', String(base), '--nodes', '1'], ['--initial-old-space-size=300']);
   await until('"node serving"', lines, () => lines.find((l) => l.includes('"msg":"node serving"')));
@@ -124,7 +124,7 @@ it('starts its nodes with the node flags (NODE_PROCESS_FLAGS); a flag of the sam
   expect(children).toHaveLength(1);
   const argv = readFileSync(`/proc/${children[0]}/cmdline`, 'utf8').split('\0');
   const flags = argv.slice(1, argv.indexOf(CLI_MAIN));
-  expect(flags).toEqual(['--initial-old-space-size=300', ...NODE_PROCESS_FLAGS.filter((flag) => !flag.startsWith('--initial-old-space-size='))]);
+  expect(flags).toEqual(['--initial-old-space-size=300', ...localNodeFlags().filter((flag) => !flag.startsWith('--initial-old-space-size='))]);
 });
 
 it('prints readable log lines, prefixed with the node, with --log-format pretty (what a terminal gets)', async () => {

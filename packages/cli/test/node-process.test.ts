@@ -2,7 +2,8 @@
  * The flags a node process starts with: added to the parent's own (a flag of the same name
  * given there wins), and the same in the container image and the Kubernetes manifest.
  */
-import { NODE_PROCESS_FLAGS, nodeProcessArgs } from '@quorumq/cli';
+import { NODE_PROCESS_FLAGS, V8_POOL_SIZE_DEFAULT, localNodeFlags, nodeProcessArgs, v8PoolSize } from '@quorumq/cli';
+import { availableParallelism } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -11,22 +12,31 @@ import { parseAllDocuments } from 'yaml';
 const root = resolve(import.meta.dirname, '..', '..', '..');
 
 describe('nodeProcessArgs', () => {
-  it('adds the node flags after the parent process flags', () => {
+  const pool = '--v8-pool-size=2';
+  it('adds the node flags and a V8 pool for the machine after the parent process flags', () => {
     expect(NODE_PROCESS_FLAGS).toEqual(['--expose-gc', '--initial-old-space-size=256', '--bytecode-size-allowance-per-tick=1100']);
-    expect(nodeProcessArgs([])).toEqual([...NODE_PROCESS_FLAGS]);
-    expect(nodeProcessArgs(['--enable-source-maps'])).toEqual(['--enable-source-maps', ...NODE_PROCESS_FLAGS]);
+    expect(localNodeFlags(2)).toEqual([...NODE_PROCESS_FLAGS, pool]);
+    expect(nodeProcessArgs([], 2)).toEqual([...NODE_PROCESS_FLAGS, pool]);
+    expect(nodeProcessArgs(['--enable-source-maps'], 2)).toEqual(['--enable-source-maps', ...NODE_PROCESS_FLAGS, pool]);
+    expect(nodeProcessArgs([])).toEqual(localNodeFlags(availableParallelism()));
   });
 
   it('adds no flag the parent already has under the same name, whatever its value or spelling', () => {
-    expect(nodeProcessArgs(['--expose-gc'])).toEqual(['--expose-gc', '--initial-old-space-size=256', '--bytecode-size-allowance-per-tick=1100']);
-    expect(nodeProcessArgs(['--initial-old-space-size=1024'])).toEqual(['--initial-old-space-size=1024', '--expose-gc', '--bytecode-size-allowance-per-tick=1100']);
-    expect(nodeProcessArgs(['--initial_old_space_size=64', '--expose_gc', '--bytecode_size_allowance_per_tick=150'])).toEqual([
+    expect(nodeProcessArgs(['--expose-gc'], 2)).toEqual(['--expose-gc', '--initial-old-space-size=256', '--bytecode-size-allowance-per-tick=1100', pool]);
+    expect(nodeProcessArgs(['--initial-old-space-size=1024'], 2)).toEqual(['--initial-old-space-size=1024', '--expose-gc', '--bytecode-size-allowance-per-tick=1100', pool]);
+    expect(nodeProcessArgs(['--initial_old_space_size=64', '--expose_gc', '--bytecode_size_allowance_per_tick=150', '--v8_pool_size=3'], 2)).toEqual([
       '--initial_old_space_size=64',
       '--expose_gc',
       '--bytecode_size_allowance_per_tick=150',
+      '--v8_pool_size=3',
     ]);
     // A different flag that shares a prefix is not the same flag.
-    expect(nodeProcessArgs(['--initial-old-space-size-x=1'])).toEqual(['--initial-old-space-size-x=1', ...NODE_PROCESS_FLAGS]);
+    expect(nodeProcessArgs(['--initial-old-space-size-x=1'], 2)).toEqual(['--initial-old-space-size-x=1', ...NODE_PROCESS_FLAGS, pool]);
+  });
+
+  it('gives V8 one worker thread per CPU, at least one and at most Node's default of four', () => {
+    expect([0, 1, 2, 3, 4, 8, 64].map(v8PoolSize)).toEqual([1, 1, 2, 3, 4, 4, 4]);
+    expect(V8_POOL_SIZE_DEFAULT).toBe(4);
   });
 });
 
