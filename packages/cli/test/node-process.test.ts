@@ -34,7 +34,7 @@ describe('nodeProcessArgs', () => {
     expect(nodeProcessArgs(['--initial-old-space-size-x=1'], 2)).toEqual(['--initial-old-space-size-x=1', ...NODE_PROCESS_FLAGS, pool]);
   });
 
-  it('gives V8 one worker thread per CPU, at least one and at most Node's default of four', () => {
+  it("gives V8 one worker thread per CPU, at least one and at most Node's default of four", () => {
     expect([0, 1, 2, 3, 4, 8, 64].map(v8PoolSize)).toEqual([1, 1, 2, 3, 4, 4, 4]);
     expect(V8_POOL_SIZE_DEFAULT).toBe(4);
   });
