@@ -377,8 +377,8 @@ export class PeerTransport {
     if (this.hedgeTimer === null && this.awaitingAny() && this.holdingAny()) this.hedgeTimer = setTimeout(this.hedge, HEDGE_AFTER_MS);
   }
 
+  /** Every held append leaves now (the hold ended, or the hedge). */
   private readonly flushDeferred = (): void => {
-    this.deferredTimer = null;
     if (this.closed) return;
     for (const link of this.links.values()) if (link.deferred.length > 0) this.sendTo(link, this.takeDeferred(link));
   };
@@ -409,10 +409,21 @@ export class PeerTransport {
     return false;
   }
 
-  /** Empties the link's held appends, returning them. */
+  /**
+   * Empties the link's held appends, returning them. Once no link holds any, the hold's timer
+   * goes too: appends held later wait a whole hold from their own start. (A timer left
+   * running after a hedge or a full hold let the appends go fired early on the next ones,
+   * and one more was left behind each time: after a few hedges the held follower was woken
+   * for a few entries every few milliseconds instead of every DEFERRED_APPEND_MS.)
+   */
   private takeDeferred(link: PeerLink): GroupMessage[] {
     link.held = { entries: 0, bytes: 0 };
-    return link.deferred.splice(0);
+    const taken = link.deferred.splice(0);
+    if (this.deferredTimer !== null && !this.holdingAny()) {
+      clearTimeout(this.deferredTimer);
+      this.deferredTimer = null;
+    }
+    return taken;
   }
 
   private sendTo(link: PeerLink, messages: GroupMessage[]): void {

@@ -350,6 +350,33 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
     expect(arrivals.get('n3')![1]!.at - sentAt).toBeGreaterThanOrEqual(HEDGE_AFTER_MS - 1);
     expect(arrivals.get('n3')![1]!.message).toEqual({ groupId: 'q/1', message: next });
   });
+
+  it('appends held after a hedge let the earlier ones go wait the whole hold again (the earlier hold leaves no timer behind)', async () => {
+    const hold = 400;
+    const { transport, arrivals } = await leaderWithTwoFollowers(hold);
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    // n1 does not answer: the hedge lets n3's held append go after HEDGE_AFTER_MS, long before the hold ends.
+    const first = performance.now();
+    transport.send('q/1', [append('n1'), append('n3')]);
+    await until(() => arrivals.get('n3')!.length === 2, hold / 2);
+    expect(arrivals.get('n3')).toHaveLength(2);
+    transport.heardFrom('n1');
+
+    // A quarter of the hold later, the next append to n3 is held, and n1 answers at once (no
+    // hedge): nothing lets it go before the hold ends, so it waits the whole hold from now,
+    // not only what was left of the first one's.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, first + hold / 4 - performance.now())));
+    const next: Message = { type: 'append', from: 'n2', to: 'n3', term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [], commit: 2 };
+    const sentAt = performance.now();
+    transport.send('q/1', [{ ...next, to: 'n1' }, next]);
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    await new Promise<void>((resolve) => queueMicrotask(resolve));
+    transport.heardFrom('n1');
+    await until(() => arrivals.get('n3')!.length === 3, 4 * hold);
+    expect(arrivals.get('n3')![2]!.message).toEqual({ groupId: 'q/1', message: next });
+    expect(arrivals.get('n3')![2]!.at - sentAt).toBeGreaterThanOrEqual(hold - 1);
+  });
 });
 
 describe('peer authentication', () => {
