@@ -19,6 +19,13 @@
  *   for a moment, it paused, it died): the held follower's answer then makes the majority;
  * - or with the next other message to that follower, before it.
  *
+ * Appends are held only while no healthy follower has appends unanswered. At one operation
+ * in flight the eager follower has answered before the next append comes, so the third
+ * member is spared a wake-up per entry; under load (a pipeline: the eager follower still
+ * working on earlier appends) every follower gets every append at once, the held ones going
+ * first, and a commit takes the first two durable copies of three, so a follower slow for a
+ * moment (a collection, a slow write, code not optimised yet) does not hold commits up.
+ *
  * Nothing Raft relies on changes: a held message is a message the network delayed, and a
  * joined append is what the follower would hold after taking its parts one by one. A
  * confirm still waits for a majority's durable write. If an eager follower does not answer

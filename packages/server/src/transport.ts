@@ -124,6 +124,7 @@ export class PeerTransport {
   private readonly onLostOwnData: (peer: NodeId) => void;
   private readonly onToldRemoved: (peer: NodeId) => void;
   private readonly deferredAppendMs: number;
+  private readonly hedgeAfterMs: number;
 
   constructor(
     readonly selfId: NodeId,
@@ -146,9 +147,12 @@ export class PeerTransport {
       readonly onToldRemoved?: (peer: NodeId) => void;
       /** The longest appends a commit does not need are held (append-fanout.ts; DEFERRED_APPEND_MS). */
       readonly deferredAppendMs?: number;
+      /** How long an eager follower may leave appends unanswered before the held ones leave (HEDGE_AFTER_MS). */
+      readonly hedgeAfterMs?: number;
     } = {},
   ) {
     this.deferredAppendMs = channels.deferredAppendMs ?? DEFERRED_APPEND_MS;
+    this.hedgeAfterMs = channels.hedgeAfterMs ?? HEDGE_AFTER_MS;
     this.incarnations = channels.incarnations ?? null;
     this.onLostOwnData = channels.onLostOwnData ?? (() => {});
     this.onToldRemoved = channels.onToldRemoved ?? (() => {});
@@ -360,7 +364,11 @@ export class PeerTransport {
     let queued: Map<NodeId, GroupMessage[]> | null = null;
     for (const link of this.links.values()) if (link.queued.length > 0) (queued ??= new Map()).set(link.id, link.queued);
     if (queued === null) return;
-    const deferrable = queued.size > 1 ? deferrableAppends(queued, this.isHealthy) : null;
+    // Appends are held only while no healthy follower has appends in flight unanswered: at
+    // one operation in flight the eager follower has answered before the next append, but
+    // under load (a pipeline) every follower gets every append at once, so a commit takes
+    // the first two durable copies of three (append-fanout.ts).
+    const deferrable = queued.size > 1 && !this.pipelined() ? deferrableAppends(queued, this.isHealthy) : null;
     for (const link of this.links.values()) {
       const messages = link.queued;
       if (messages.length === 0) continue;
@@ -374,7 +382,7 @@ export class PeerTransport {
       if (link.awaitingSince === null && messages.some((m) => m.message.type === 'append')) link.awaitingSince = performance.now();
       this.sendTo(link, link.deferred.length === 0 ? messages : [...this.takeDeferred(link), ...messages]);
     }
-    if (this.hedgeTimer === null && this.awaitingAny() && this.holdingAny()) this.hedgeTimer = setTimeout(this.hedge, HEDGE_AFTER_MS);
+    if (this.hedgeTimer === null && this.awaitingAny() && this.holdingAny()) this.hedgeTimer = setTimeout(this.hedge, this.hedgeAfterMs);
   }
 
   /** Every held append leaves now (the hold ended, or the hedge). */
@@ -395,9 +403,15 @@ export class PeerTransport {
     let oldest = Infinity;
     for (const link of this.links.values()) if (link.awaitingSince !== null && link.awaitingSince < oldest) oldest = link.awaitingSince;
     if (oldest === Infinity) return;
-    if (now - oldest >= HEDGE_AFTER_MS) this.flushDeferred();
-    else this.hedgeTimer = setTimeout(this.hedge, HEDGE_AFTER_MS - (now - oldest));
+    if (now - oldest >= this.hedgeAfterMs) this.flushDeferred();
+    else this.hedgeTimer = setTimeout(this.hedge, this.hedgeAfterMs - (now - oldest));
   };
+
+  /** Whether a healthy follower has appends unanswered (see flush). */
+  private pipelined(): boolean {
+    for (const link of this.links.values()) if (link.awaitingSince !== null && this.isHealthy(link.id)) return true;
+    return false;
+  }
 
   private awaitingAny(): boolean {
     for (const link of this.links.values()) if (link.awaitingSince !== null) return true;

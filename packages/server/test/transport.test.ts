@@ -221,7 +221,7 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
   const append = (to: string): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [], commit: 1 });
 
   /** Two followers' endpoints recording when each message arrived; the transport of leader n2. */
-  async function leaderWithTwoFollowers(deferredAppendMs?: number) {
+  async function leaderWithTwoFollowers(deferredAppendMs?: number, hedgeAfterMs?: number) {
     const arrivals = new Map<string, Array<{ message: GroupMessage; at: number }>>([
       ['n1', []],
       ['n3', []],
@@ -238,7 +238,10 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
       ['n1', await endpoint('n1', received('n1'), [])],
       ['n3', await endpoint('n3', received('n3'), [])],
     ]);
-    const transport = new PeerTransport('n2', peers, SECRET, capturingLogger([]), undefined, deferredAppendMs === undefined ? {} : { deferredAppendMs });
+    const transport = new PeerTransport('n2', peers, SECRET, capturingLogger([]), undefined, {
+      ...(deferredAppendMs === undefined ? {} : { deferredAppendMs }),
+      ...(hedgeAfterMs === undefined ? {} : { hedgeAfterMs }),
+    });
     closers.push(() => transport.close());
     // Open both streams (a heartbeat each) and hear from both: both are healthy.
     transport.send('q/1', [heartbeat('n1'), heartbeat('n3')]);
@@ -349,6 +352,25 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
     await until(() => arrivals.get('n3')!.length === 2);
     expect(arrivals.get('n3')![1]!.at - sentAt).toBeGreaterThanOrEqual(HEDGE_AFTER_MS - 1);
     expect(arrivals.get('n3')![1]!.message).toEqual({ groupId: 'q/1', message: next });
+  });
+
+  it('go to both followers at once while the eager one has appends unanswered (a pipeline), taking the held ones along', async () => {
+    // Neither the hold nor the hedge ends in this test: only the pipeline lets held appends go.
+    const { transport, arrivals } = await leaderWithTwoFollowers(3_600_000, 3_600_000);
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    const entry = (index: number): Entry => ({ index, term: 3, type: 'normal', data: new Uint8Array([index]) });
+    const appendOf = (to: string, index: number): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex: index - 1, prevLogTerm: 3, entries: [entry(index)], commit: index - 1 });
+    // n1 answered everything before: n3's append is held.
+    transport.send('q/1', [appendOf('n1', 1), appendOf('n3', 1)]);
+    await until(() => arrivals.get('n1')!.length === 2);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(arrivals.get('n3')).toHaveLength(1);
+    // n1 has not answered it when the next entry comes: both go to n3 now, joined into one append.
+    transport.send('q/1', [appendOf('n1', 2), appendOf('n3', 2)]);
+    await until(() => arrivals.get('n3')!.length === 2, 2000);
+    const joined = arrivals.get('n3')![1]!.message.message;
+    expect(joined.type === 'append' ? joined.entries.map((e) => e.index) : null).toEqual([1, 2]);
   });
 
   it('appends held after a hedge let the earlier ones go wait the whole hold again (the earlier hold leaves no timer behind)', async () => {
