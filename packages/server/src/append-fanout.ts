@@ -11,8 +11,7 @@
  * once to as many followers as a majority needs (the "eager" ones). The others' appends
  * are held, and leave together, joined into one append per group (`coalesceAppends`):
  * - once they carry `DEFERRED_APPEND_ENTRIES_MAX` entries or `DEFERRED_APPEND_BYTES_MAX`
- *   bytes (under load, every few ms: the held follower stays close behind, and answers in
- *   the eager one's place when that one's disk or process is slow for a moment);
+ *   bytes (a batch entry, or a burst between two answers of the eager follower);
  * - at the latest `DEFERRED_APPEND_MS` after the first was held (at one publish in flight,
  *   the held follower then takes about ten entries per wake-up instead of one);
  * - as soon as an eager follower has not answered for `HEDGE_AFTER_MS` (its disk is slow
