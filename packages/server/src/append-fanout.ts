@@ -13,7 +13,7 @@
  * - once they carry `DEFERRED_APPEND_ENTRIES_MAX` entries or `DEFERRED_APPEND_BYTES_MAX`
  *   bytes (a batch entry, or a burst between two answers of the eager follower);
  * - at the latest `DEFERRED_APPEND_MS` after the first was held (at one publish in flight,
- *   the held follower then takes about ten entries per wake-up instead of one);
+ *   the held follower then takes about twenty entries per wake-up instead of one);
  * - as soon as an eager follower has not answered for `HEDGE_AFTER_MS` (its disk is slow
  *   for a moment, it paused, it died): the held follower's answer then makes the majority;
  * - or with the next other message to that follower, before it.

@@ -387,6 +387,10 @@ export class PeerTransport {
 
   /** Every held append leaves now (the hold ended, or the hedge). */
   private readonly flushDeferred = (): void => {
+    if (this.deferredTimer !== null) {
+      clearTimeout(this.deferredTimer);
+      this.deferredTimer = null;
+    }
     if (this.closed) return;
     for (const link of this.links.values()) if (link.deferred.length > 0) this.sendTo(link, this.takeDeferred(link));
   };
