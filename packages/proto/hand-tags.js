@@ -13,6 +13,17 @@ export const handTags = Object.freeze({
   // broker.proto: publish batches (publish.js), deliveries (packages/server/src/wire.ts)
   PublishBatch: Object.freeze({ publishes: 0x0a }),
   PublishRequest: Object.freeze({ publishId: 0x08, exchange: 0x12, message: 0x1a, mandatory: 0x20, producerId: 0x2a, sequence: 0x30 }),
+  PublishOutcomes: Object.freeze({ outcomes: 0x0a }),
+  PublishResponse: Object.freeze({
+    publishId: 0x08,
+    outcome: 0x10,
+    reason: 0x1a,
+    returned: 0x22,
+    queues: 0x2a,
+    statusCode: 0x30,
+    errorReason: 0x3a,
+    leader: 0x42,
+  }),
   ConsumeResponse: Object.freeze({ delivery: 0x12, deliveries: 0x22 }),
   DeliveryBatch: Object.freeze({ deliveries: 0x0a }),
   Delivery: Object.freeze({

@@ -36,3 +36,6 @@ export declare function readPublishRequest(bytes: Uint8Array, checkMessage?: Mes
 
 /** Reads a PublishBatch (the publish stream's request), keeping each message's bytes (rawMessageOf). */
 export declare function readPublishBatch(bytes: Uint8Array, checkMessage?: MessageCheck): quorumq.v1.PublishBatch;
+
+/** Reads a PublishOutcomes (the publish stream's answer) as the generated code reads it. */
+export declare function readPublishOutcomes(bytes: Uint8Array): quorumq.v1.PublishOutcomes;

@@ -1,6 +1,6 @@
 // PublishBatch, the publish stream's requests, written by the SDK (encodePublishBatch) and
 // read by the node (readPublishBatch, readPublishRequest): one layout, in one place, for both
-// ends. Both directions are written by hand, for what packages/server/bench/codec-bench.mjs
+// ends. PublishOutcomes, the stream's answers, read by the SDK (readPublishOutcomes). Both directions are written by hand, for what packages/server/bench/codec-bench.mjs
 // measures (figures in the comments below and in docs/architecture.md, "Codecs"):
 // - writing, a body is copied once, straight from the caller's buffer into the batch;
 // - reading, the node keeps each message as the bytes the client sent (they go into the log
@@ -21,6 +21,8 @@ const MANDATORY = handTags.PublishRequest.mandatory;
 const PRODUCER_ID = handTags.PublishRequest.producerId;
 const SEQUENCE = handTags.PublishRequest.sequence;
 const MESSAGE_BODY = handTags.Message.body;
+const OUTCOMES_OUTCOME = handTags.PublishOutcomes.outcomes;
+const OUTCOME = handTags.PublishResponse;
 
 // ------------------------------------------------------------------------------------
 // Writing (the SDK). A message is encoded when it is published, except for its body: the
@@ -234,4 +236,71 @@ export function readPublishBatch(bytes, checkMessage) {
     } else reader.skipType(t & 7);
   }
   return batch;
+}
+
+// ------------------------------------------------------------------------------------
+// Reading the answers (the SDK). A publisher at one in flight reads one PublishOutcomes per
+// publish; in a new process the generated decoder (a large function per message type, run
+// through protobufjs's reader for every field) is interpreted for the first thousand or so and
+// then compiled while the publisher waits. Read by hand it is a short loop: new publisher
+// processes on warm nodes, p99 at one in flight 2.60-3.39 against 2.90-3.59 ms; in run.sh's
+// shape 3.28 and 3.32 against 3.51 and 3.69 ms (docs/architecture.md, "The publish stream's
+// answers read by hand"). A warm loop shows no difference (codec-bench.mjs: 0.09 against 0.11
+// µs an outcome). A second `returned` field replaces the first (the generated code merges
+// them; a node sends one). Unknown fields are
+// skipped as the generated code skips them; a truncated field throws.
+
+/** Reads one PublishResponse from `reader.pos` to `end`. */
+function readOutcome(reader, end) {
+  const response = new pb.PublishResponse();
+  while (reader.pos < end) {
+    const t = reader.uint32();
+    switch (t) {
+      case OUTCOME.publishId:
+        response.publishId = reader.uint64();
+        break;
+      case OUTCOME.outcome:
+        response.outcome = reader.int32();
+        break;
+      case OUTCOME.reason:
+        response.reason = reader.stringVerify();
+        break;
+      case OUTCOME.returned: {
+        // Only an unroutable mandatory publish carries its message back: the generated code.
+        const returnedEnd = fieldEnd(reader, end);
+        response.returned = pb.Message.decode(reader, returnedEnd - reader.pos);
+        break;
+      }
+      case OUTCOME.queues:
+        response.queues.push(reader.stringVerify());
+        break;
+      case OUTCOME.statusCode:
+        response.statusCode = reader.uint32();
+        break;
+      case OUTCOME.errorReason:
+        response.errorReason = reader.stringVerify();
+        break;
+      case OUTCOME.leader:
+        response.leader = reader.stringVerify();
+        break;
+      default:
+        reader.skipType(t & 7);
+    }
+  }
+  if (reader.pos !== end) throw new RangeError('index out of range: a field of a publish outcome runs past its end');
+  return response;
+}
+
+/** Reads a PublishOutcomes (the publish stream's answer) as the generated code reads it. */
+export function readPublishOutcomes(bytes) {
+  const reader = Reader.create(bytes);
+  const outcomes = new pb.PublishOutcomes();
+  while (reader.pos < reader.len) {
+    const t = reader.uint32();
+    if (t === OUTCOMES_OUTCOME) {
+      const end = fieldEnd(reader, reader.len);
+      outcomes.outcomes.push(readOutcome(reader, end));
+    } else reader.skipType(t & 7);
+  }
+  return outcomes;
 }

@@ -1,5 +1,5 @@
 import type { StatusObject } from '@grpc/grpc-js';
-import { BrokerService, encodePublishBatch, messageParts, quorumq, type OutgoingPublish } from '@quorumq/proto';
+import { BrokerService, encodePublishBatch, messageParts, quorumq, readPublishOutcomes, type OutgoingPublish } from '@quorumq/proto';
 import { QuorumqError, SdkReason, brokenStreamError, toQuorumqError } from './errors.js';
 import { encodePublish, type Body, type PublishOptions } from './messages.js';
 import { toPublishResult, type PublishResult } from './results.js';
@@ -382,8 +382,8 @@ export class Publisher {
     try {
       const method = BrokerService.publishStream;
       // Batches are written by hand (@quorumq/proto's publish.js): bodies are copied straight
-      // into them. Outcomes are read by the generated code.
-      call = this.transport.openStream(address, method.path, encodePublishBatch, method.responseDeserialize);
+      // into them; outcomes are read by hand too (readPublishOutcomes).
+      call = this.transport.openStream(address, method.path, encodePublishBatch, readPublishOutcomes);
     } catch (error) {
       this.failAll(toQuorumqError(error));
       return;

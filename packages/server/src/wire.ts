@@ -9,10 +9,12 @@
  *   node's limits before it is decoded and kept as the bytes the client sent (rawMessageOf),
  *   which go into the log as they are (log-format.ts).
  * - Deliveries carry the stored bytes as their message (encodeConsumeResponse).
- * - Publish outcomes are the generated code's, here and in the SDK: codec-bench.mjs, "node:
- *   encode publish outcomes" (µs per outcome, median): generated 0.20, the hand-written writer
- *   it replaced 0.40; "sdk: decode publish outcomes": generated 0.18, the SDK's hand-written
- *   reader it replaced 0.15, some 0.03 µs an outcome (a publish costs about 100 µs of CPU).
+ * - Publish outcomes are written with the generated code: codec-bench.mjs, "node: encode
+ *   publish outcomes" (µs per outcome, median): generated 0.08-0.20, the hand-written writer it
+ *   replaced 0.13-0.40. The SDK reads them by hand (@quorumq/proto's readPublishOutcomes): in a
+ *   warm loop that is level (0.09 against 0.11), but a new publisher at one in flight runs the
+ *   generated decoder uncompiled for its first thousand or so outcomes, and its p99 was lower
+ *   with the hand reader (docs/architecture.md, "The publish stream's answers read by hand").
  */
 import {
   handTags,

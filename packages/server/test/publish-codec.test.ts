@@ -3,7 +3,7 @@
  * publish.js): byte for byte what the generated code writes, and read back as the generated
  * code reads it, keeping each message's bytes.
  */
-import { encodePublishBatch, messageParts, quorumq, rawMessageOf, readPublishBatch, type OutgoingPublish } from '@quorumq/proto';
+import { encodePublishBatch, messageParts, quorumq, rawMessageOf, readPublishBatch, readPublishOutcomes, type OutgoingPublish } from '@quorumq/proto';
 import { describe, expect, it } from 'vitest';
 
 import pb = quorumq.v1;
@@ -72,5 +72,47 @@ describe('a publish batch the node reads', () => {
       throw new Error('too many headers');
     };
     expect(() => readPublishBatch(encodePublishBatch(outgoing), refuse)).toThrow('too many headers');
+  });
+});
+
+describe("the publish stream's answers the SDK reads (readPublishOutcomes)", () => {
+  const responses: pb.PublishResponse.$Properties[] = [
+    { publishId: 1, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: ['orders'] },
+    { publishId: 2 ** 40, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED, queues: ['a', 'b', 'очередь'], leader: '127.0.0.1:7003' },
+    { publishId: 3, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_UNROUTABLE, returned: message },
+    { publishId: 4, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_REJECTED, reason: 'queue full', statusCode: 8 },
+    { publishId: 5, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_FAILED, reason: 'disk alarm on n2', statusCode: 14, errorReason: 'DISK_ALARM' },
+    { publishId: 0, outcome: pb.PublishOutcome.PUBLISH_OUTCOME_UNSPECIFIED },
+  ];
+  const bytes = Buffer.from(pb.PublishOutcomes.encode({ outcomes: responses }).finish());
+  const asObject = (o: pb.PublishOutcomes): Record<string, unknown> => pb.PublishOutcomes.toObject(o, { defaults: true, longs: Number });
+
+  it('reads every field as the generated code does', () => {
+    const read = readPublishOutcomes(bytes);
+    expect(asObject(read)).toEqual(asObject(pb.PublishOutcomes.decode(bytes)));
+    expect(read.outcomes.map((r) => r.publishId)).toEqual([1, 2 ** 40, 3, 4, 5, 0]);
+    expect(read.outcomes[1]?.queues).toEqual(['a', 'b', 'очередь']);
+    expect(read.outcomes[2]?.returned?.headers?.['tenant']?.stringValue).toBe('acme');
+    expect(read.outcomes[4]?.errorReason).toBe('DISK_ALARM');
+    expect(readPublishOutcomes(Buffer.alloc(0)).outcomes).toEqual([]);
+  });
+
+  it('skips fields it does not know, in a response and around them, as a newer node may send', () => {
+    // Field 15 (varint) and field 16 (bytes) inside the first response, field 9 (fixed32) beside the responses.
+    const one = Buffer.from(pb.PublishResponse.encode(responses[0]!).finish());
+    const unknownInside = Buffer.concat([one, Buffer.from([0x78, 0x2a, 0x82, 0x01, 0x02, 0x68, 0x69])]);
+    const withUnknown = Buffer.concat([Buffer.from([0x0a, unknownInside.length]), unknownInside, Buffer.from([0x4d, 1, 2, 3, 4]), bytes]);
+    const read = readPublishOutcomes(withUnknown);
+    expect(read.outcomes).toHaveLength(responses.length + 1);
+    expect(read.outcomes[0]?.publishId).toBe(1);
+    expect(read.outcomes[0]?.queues).toEqual(['orders']);
+    expect(asObject(read).outcomes).toEqual((asObject(pb.PublishOutcomes.decode(withUnknown)) as { outcomes: unknown }).outcomes);
+  });
+
+  it('throws on truncated bytes and on a string that is not UTF-8, as the generated code does', () => {
+    expect(() => readPublishOutcomes(bytes.subarray(0, bytes.length - 3))).toThrow(RangeError);
+    const notUtf8 = Buffer.from([0x0a, 0x06, 0x08, 0x01, 0x2a, 0x02, 0xc3, 0x28]);
+    expect(() => pb.PublishOutcomes.decode(notUtf8)).toThrow();
+    expect(() => readPublishOutcomes(notUtf8)).toThrow();
   });
 });
