@@ -1,6 +1,7 @@
 // PublishBatch, the publish stream's requests, written by the SDK (encodePublishBatch) and
 // read by the node (readPublishBatch, readPublishRequest): one layout, in one place, for both
-// ends. PublishOutcomes, the stream's answers, read by the SDK (readPublishOutcomes). Both directions are written by hand, for what packages/server/bench/codec-bench.mjs
+// ends; and PublishOutcomes, the stream's answers, read by the SDK (readPublishOutcomes).
+// Both directions are written by hand, for what packages/server/bench/codec-bench.mjs
 // measures (figures in the comments below and in docs/architecture.md, "Codecs"):
 // - writing, a body is copied once, straight from the caller's buffer into the batch;
 // - reading, the node keeps each message as the bytes the client sent (they go into the log
@@ -246,9 +247,9 @@ export function readPublishBatch(bytes, checkMessage) {
 // processes on warm nodes, p99 at one in flight 2.60-3.39 against 2.90-3.59 ms; in run.sh's
 // shape 3.28 and 3.32 against 3.51 and 3.69 ms (docs/architecture.md, "The publish stream's
 // answers read by hand"). A warm loop shows no difference (codec-bench.mjs: 0.09 against 0.11
-// µs an outcome). A second `returned` field replaces the first (the generated code merges
-// them; a node sends one). Unknown fields are
-// skipped as the generated code skips them; a truncated field throws.
+// µs an outcome). Unknown fields are skipped as the generated code skips them; a truncated
+// field throws. A second `returned` field replaces the first (the generated code merges them;
+// a node sends one).
 
 /** Reads one PublishResponse from `reader.pos` to `end`. */
 function readOutcome(reader, end) {
