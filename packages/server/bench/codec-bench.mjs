@@ -4,7 +4,7 @@
 // about 20 ms; each figure is the median of the 11. A hand path is
 // kept only where it measurably pays; the figures are recorded next to each codec and in
 // docs/architecture.md ("Codecs").
-//   npm run build && node packages/server/bench/codec-bench.mjs     (about 40 seconds)
+//   npm run build && node packages/server/bench/codec-bench.mjs     (about 40 seconds; ONLY=text for the comparisons named so)
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -17,7 +17,9 @@ import {
   decodeQueueSnapshot,
   encodeQueueBatch,
   encodeQueueCommand,
+  encodeQueueEntry,
   encodeQueueSnapshot,
+  queueCommandProblem,
 } from '../dist/log-format.js';
 import { decodeRaftBatch, encodeRaftBatch, messageFromWire, messageToWire } from '../dist/raft-codec.js';
 import { checkMessageBytes } from '../dist/request-limits.js';
@@ -167,6 +169,17 @@ for (const [name, command] of [['an enqueue', enqueue], ['an ack', ack], ['a dea
 }
 
 const messageOf = (size) => Buffer.from(pb.Message.encode(message(size)).finish());
+
+// One command per entry (one operation in flight: a publish's enqueue, a consumer's ack), warm
+// and in a new process (the first 2,000 entries, before the JIT has compiled either path).
+for (const cold of [0, 2000]) {
+  for (const [name, command, bytes] of [['an enqueue of 1 KiB', enqueue, messageOf(1024)], ['an ack', ack, null]]) {
+    group(`log: encode a single entry, ${name}${cold > 0 ? ', cold' : ''}`, 1, () => [
+      ['hand (log-format.ts)', () => encodeQueueEntry(command, bytes, 1_700_000_000_000)],
+      ['generated (the writer it replaced)', () => generatedSingle(command, bytes, 1_700_000_000_000)],
+    ], cold);
+  }
+}
 for (const [count, size] of [[64, 16], [64, 1024], [16, 16 * 1024]]) {
   const commands = () => Array.from({ length: count }, () => ({ command: { ...enqueue, sizeBytes: size }, message: messageOf(size) }));
   const what = `${count} enqueues of ${sizeName(size)}`;
@@ -266,6 +279,26 @@ for (const size of [16, 1024]) {
 
 // ------------------------------------------------------------------------------------
 // The generated counterparts of the hand paths.
+
+/**
+ * How log-format.ts wrote a one-command entry before: the checks, the entry as an object (a
+ * computed key for the command's case, a spread for the format) through the generated
+ * encoder, into a reused writer, and the command noted for the leader's apply.
+ */
+const singleWriter = proto.Writer.create();
+const noted = new WeakMap();
+function generatedSingle(command, m, now) {
+  const problem = queueCommandProblem(command);
+  if (problem !== null) throw new Error(problem);
+  const queueCommand = { [command.type]: command };
+  const entry = m === null ? { queueCommand } : { message: m, queueCommand };
+  singleWriter.pos = 0;
+  singleWriter.states = null;
+  singleWriter.double(now);
+  const out = pb.QueueEntry.encode({ ...entry, format: pb.QueueEntryFormat.QUEUE_ENTRY_FORMAT_COMMAND }, singleWriter).finish();
+  noted.set(out, command);
+  return out;
+}
 
 /**
  * The hand-written QueueEntry batch writer log-format.ts had (sized first, then written into
@@ -405,6 +438,8 @@ if (onlyGroup !== undefined && onlyVariant !== undefined) {
 } else {
   const started = Date.now();
   for (const [i, g] of groups.entries()) {
+    // ONLY=text: the comparisons whose name holds it.
+    if (process.env.ONLY !== undefined && !g.name.includes(process.env.ONLY)) continue;
     const names = g.setup().map(([name]) => name);
     for (const [v, variant] of names.entries()) {
       const median = Number(execFileSync(process.execPath, [fileURLToPath(import.meta.url), String(i), String(v)], { encoding: 'utf8' }));

@@ -45,7 +45,7 @@ export class EffectRunner {
         const consumer = parts.consumers.get(effect.consumerId);
         if (consumer === undefined) return; // a get, or a consumer attached elsewhere
         consumer.deliver(streamDeliveryOf(name, consumer.tag, effect, queue.replica.encoded(effect.messageId)));
-        parts.metrics.deliveries.inc();
+        parts.metrics.deliveryPushed();
         queue.leaderCounts.deliveries += 1;
         return;
       }

@@ -6,6 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { MessageStoreStats, WalUsage } from '@quorumq/storage';
 
 import { DEFAULTS } from './config.js';
+import { Observations, Tally } from './tally.js';
 
 /** How often the event-loop delay is sampled (`nodejs_eventloop_lag_*`). */
 export const EVENT_LOOP_SAMPLE_MS = 100;
@@ -116,22 +117,44 @@ export class NodeMetrics {
   private walUsage: (() => WalUsage) | null = null;
   /** This scrape's view, built by the first series that needs it (see view()). */
   private scrape: ScrapeView | null = null;
-  readonly publishes = new Counter({
+  // What every operation adds (see tally.ts): taken by the metrics' `collect`.
+  private readonly confirmed = new Tally();
+  private readonly duplicates = new Tally();
+  private readonly confirmTimes = new Observations((seconds) => this.confirmSeconds.observe(seconds));
+  private readonly delivered = new Tally();
+  private readonly walFlushTally = new Tally();
+  private readonly walRecordTally = new Tally();
+  private readonly walByteTally = new Tally();
+  private readonly walSyncTally = new Tally();
+  private readonly peerBatchTally = new Tally();
+  private readonly peerMessageTally = new Tally();
+
+  readonly publishes: Counter<'outcome'> = new Counter({
     name: 'quorumq_publishes_total',
     help: 'Publishes answered, by outcome',
     labelNames: ['outcome'],
     registers: [this.registry],
+    collect: () => {
+      this.publishesConfirmed.inc(this.confirmed.take());
+      this.publishesDuplicate.inc(this.duplicates.take());
+    },
   });
   /** The hot outcomes' counters, bound once (no label lookup per publish). */
-  readonly publishesConfirmed = this.publishes.labels({ outcome: 'confirmed' });
-  readonly publishesDuplicate = this.publishes.labels({ outcome: 'duplicate' });
-  readonly confirmSeconds = new Histogram({
+  private readonly publishesConfirmed = this.publishes.labels({ outcome: 'confirmed' });
+  private readonly publishesDuplicate = this.publishes.labels({ outcome: 'duplicate' });
+  readonly confirmSeconds: Histogram = new Histogram({
     name: 'quorumq_publish_confirm_seconds',
     help: 'Time from receiving a publish to its confirm',
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5],
     registers: [this.registry],
+    collect: () => this.confirmTimes.flush(),
   });
-  readonly deliveries = new Counter({ name: 'quorumq_deliveries_total', help: 'Deliveries pushed to consumers', registers: [this.registry] });
+  readonly deliveries: Counter = new Counter({
+    name: 'quorumq_deliveries_total',
+    help: 'Deliveries pushed to consumers',
+    registers: [this.registry],
+    collect: () => this.deliveries.inc(this.delivered.take()),
+  });
   readonly deadLettered = new Counter({
     name: 'quorumq_dead_lettered_total',
     help: 'Messages dead-lettered, by reason',
@@ -364,13 +387,29 @@ export class NodeMetrics {
     },
   });
 
-  readonly walFlushes = new Counter({ name: 'quorumq_wal_flushes_total', help: 'WAL flushes (one durable write each, for every group on the node)', registers: [this.registry] });
-  readonly walRecords = new Counter({ name: 'quorumq_wal_records_total', help: 'Records written to the WAL (entries and hard states)', registers: [this.registry] });
-  readonly walBytes = new Counter({ name: 'quorumq_wal_bytes_total', help: 'Bytes written to the WAL', registers: [this.registry] });
-  readonly walSyncs = new Counter({
+  readonly walFlushes: Counter = new Counter({
+    name: 'quorumq_wal_flushes_total',
+    help: 'WAL flushes (one durable write each, for every group on the node)',
+    registers: [this.registry],
+    collect: () => this.walFlushes.inc(this.walFlushTally.take()),
+  });
+  readonly walRecords: Counter = new Counter({
+    name: 'quorumq_wal_records_total',
+    help: 'Records written to the WAL (entries and hard states)',
+    registers: [this.registry],
+    collect: () => this.walRecords.inc(this.walRecordTally.take()),
+  });
+  readonly walBytes: Counter = new Counter({
+    name: 'quorumq_wal_bytes_total',
+    help: 'Bytes written to the WAL',
+    registers: [this.registry],
+    collect: () => this.walBytes.inc(this.walByteTally.take()),
+  });
+  readonly walSyncs: Counter = new Counter({
     name: 'quorumq_wal_syncs_total',
     help: 'Durable writes to WAL segments (a write to a segment opened O_DSYNC; a flush that crosses into a new segment makes two)',
     registers: [this.registry],
+    collect: () => this.walSyncs.inc(this.walSyncTally.take()),
   });
   readonly walSegments: Gauge = new Gauge({
     name: 'quorumq_wal_segments',
@@ -437,7 +476,12 @@ export class NodeMetrics {
     help: 'Times a peer sent nothing (not even a beat) for an election timeout, waking the quiet groups concerned',
     registers: [this.registry],
   });
-  readonly peerBatches = new Counter({ name: 'quorumq_peer_batches_total', help: 'Batches of Raft messages sent to peers', registers: [this.registry] });
+  readonly peerBatches: Counter = new Counter({
+    name: 'quorumq_peer_batches_total',
+    help: 'Batches of Raft messages sent to peers',
+    registers: [this.registry],
+    collect: () => this.peerBatches.inc(this.peerBatchTally.take()),
+  });
   readonly peerStreamsRefused = new Counter({
     name: 'quorumq_peer_streams_refused_total',
     help: 'Peer streams refused because their Raft messages were for another node (a stale peer address)',
@@ -461,7 +505,12 @@ export class NodeMetrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
-  readonly peerMessages = new Counter({ name: 'quorumq_peer_messages_total', help: 'Raft messages sent to peers', registers: [this.registry] });
+  readonly peerMessages: Counter = new Counter({
+    name: 'quorumq_peer_messages_total',
+    help: 'Raft messages sent to peers',
+    registers: [this.registry],
+    collect: () => this.peerMessages.inc(this.peerMessageTally.take()),
+  });
   readonly forwardsRerouted = new Counter({
     name: 'quorumq_forwards_rerouted_total',
     help: 'Forwarded proposals re-sent to a new leader because the old one stopped answering (deduplicated publishes only)',
@@ -484,6 +533,33 @@ export class NodeMetrics {
       // long enough to matter still shows at 100 ms.
       eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS,
     });
+  }
+
+  // ---- Once per operation: plain additions (tally.ts), in the metrics at the next read.
+
+  /** A publish confirmed (or found a duplicate), `seconds` after it arrived. */
+  publishConfirmed(duplicate: boolean, seconds: number): void {
+    (duplicate ? this.duplicates : this.confirmed).add(1);
+    this.confirmTimes.add(seconds);
+  }
+
+  /** A delivery pushed to a consumer. */
+  deliveryPushed(): void {
+    this.delivered.add(1);
+  }
+
+  /** One WAL flush: `records` records, `bytes` bytes, `segments` durable writes. */
+  walFlushed(records: number, bytes: number, segments: number): void {
+    this.walFlushTally.add(1);
+    this.walRecordTally.add(records);
+    this.walByteTally.add(bytes);
+    this.walSyncTally.add(segments);
+  }
+
+  /** A batch of `messages` Raft messages sent to a peer. */
+  peerBatchSent(messages: number): void {
+    this.peerBatchTally.add(1);
+    this.peerMessageTally.add(messages);
   }
 
   /** Where the queue series read, at each scrape, the queues this node leads. */

@@ -326,12 +326,7 @@ export class BrokerNode {
       snapshotInterval: config.snapshotInterval,
       logger: { warn: (message: string) => logger.warn(message) },
       onFatal: (error) => (node === null ? onFatal(error) : node.fatal(error)),
-      onFlush: (stats) => {
-        metrics.walFlushes.inc();
-        metrics.walRecords.inc(stats.records);
-        metrics.walBytes.inc(stats.bytes);
-        metrics.walSyncs.inc(stats.segments);
-      },
+      onFlush: (stats) => metrics.walFlushed(stats.records, stats.bytes, stats.segments),
     });
     reportRepairs(storage.repairs, metrics, logger);
     if (config.testOnlyConfirmBeforeCommit) logger.warn('TEST ONLY: publishes are confirmed before they commit; confirmed messages can be lost');
@@ -351,10 +346,7 @@ export class BrokerNode {
       directory.peers(),
       config.clusterSecret,
       logger,
-      (messages) => {
-        metrics.peerBatches.inc();
-        metrics.peerMessages.inc(messages);
-      },
+      (messages) => metrics.peerBatchSent(messages),
       {
         credentials: host.peerCredentials ?? new PeerCredentials(config, logger),
         clientAddress: config.advertise,

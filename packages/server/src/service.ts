@@ -588,8 +588,7 @@ export class BrokerApi {
       committed.push(queue);
     }
     const outcome = duplicates === replies.length ? pb.PublishOutcome.PUBLISH_OUTCOME_DUPLICATE : pb.PublishOutcome.PUBLISH_OUTCOME_CONFIRMED;
-    (duplicates === replies.length ? this.node.metrics.publishesDuplicate : this.node.metrics.publishesConfirmed).inc();
-    this.node.metrics.confirmSeconds.observe((performance.now() - started) / 1000);
+    this.node.metrics.publishConfirmed(duplicates === replies.length, (performance.now() - started) / 1000);
     const leader = targets.length === 1 ? this.leaderHint(targets[0]!) : null;
     return leader === null ? { publishId, outcome, queues: committed } : { publishId, outcome, queues: committed, leader };
   }

@@ -46,6 +46,39 @@ describe('/metrics', () => {
     expect((await scrape('/other')).status).toBe(404);
   });
 
+  it('counts what each operation adds exactly at every scrape, whether or not a batch of observations filled', async () => {
+    const metrics = new NodeMetrics();
+    server = await metrics.listen('127.0.0.1:0');
+    const confirms = 300; // more than one batch of held observations (OBSERVATIONS_HELD)
+    for (let i = 0; i < confirms; i++) metrics.publishConfirmed(false, i % 2 === 0 ? 0.0004 : 0.003);
+    metrics.publishConfirmed(true, 0.0004);
+    metrics.deliveryPushed();
+    metrics.walFlushed(4, 4096, 1);
+    metrics.walFlushed(1, 100, 2);
+    metrics.peerBatchSent(5);
+    let { text } = await scrape();
+    expect(gauge(text, 'quorumq_publishes_total\\{outcome="confirmed"\\}')).toBe(confirms);
+    expect(gauge(text, 'quorumq_publishes_total\\{outcome="duplicate"\\}')).toBe(1);
+    expect(gauge(text, 'quorumq_publish_confirm_seconds_count')).toBe(confirms + 1);
+    expect(gauge(text, 'quorumq_publish_confirm_seconds_bucket\\{le="0.0005"\\}')).toBe(confirms / 2 + 1);
+    expect(gauge(text, 'quorumq_deliveries_total')).toBe(1);
+    expect(gauge(text, 'quorumq_wal_flushes_total')).toBe(2);
+    expect(gauge(text, 'quorumq_wal_records_total')).toBe(5);
+    expect(gauge(text, 'quorumq_wal_bytes_total')).toBe(4196);
+    expect(gauge(text, 'quorumq_wal_syncs_total')).toBe(3);
+    expect(gauge(text, 'quorumq_peer_batches_total')).toBe(1);
+    expect(gauge(text, 'quorumq_peer_messages_total')).toBe(5);
+    // A second scrape counts nothing twice, and what came since.
+    metrics.publishConfirmed(false, 0.003);
+    metrics.peerBatchSent(2);
+    ({ text } = await scrape());
+    expect(gauge(text, 'quorumq_publishes_total\\{outcome="confirmed"\\}')).toBe(confirms + 1);
+    expect(gauge(text, 'quorumq_publish_confirm_seconds_count')).toBe(confirms + 2);
+    expect(gauge(text, 'quorumq_peer_batches_total')).toBe(2);
+    expect(gauge(text, 'quorumq_peer_messages_total')).toBe(7);
+    expect(gauge(text, 'quorumq_wal_flushes_total')).toBe(2);
+  });
+
   it('reads the groups, and the elections running and waiting for a slot, at scrape time', async () => {
     const metrics = new NodeMetrics();
     server = await metrics.listen('127.0.0.1:0');

@@ -216,6 +216,23 @@ describe('queue entries', () => {
     expect(Buffer.from(single(reordered).message ?? [])).toEqual(encodedMessage);
   });
 
+  it('are byte for byte what the generated QueueEntry code writes, for every command type, with and without a message and a key', () => {
+    for (const command of COMMANDS) {
+      for (const [m, bytes] of [[null, undefined], [encodedMessage, encodedMessage], [message, encodedMessage], [new Uint8Array(0), new Uint8Array(0)]] as const) {
+        for (const key of [undefined, '', 'n1/ключ']) {
+          const ours = encodeQueueEntry(command, m, 7, key);
+          const fields: pb.QueueEntry.$Properties = { format: FORMAT_COMMAND, queueCommand: queueCommand(command) };
+          if (bytes !== undefined) fields.message = bytes;
+          if (key !== undefined) fields.messageKey = key;
+          expect(Buffer.from(ours), `${command.type}, message ${m === null ? 'none' : m.constructor.name}, key ${key}`).toEqual(generatedEntry(7, fields));
+          const decoded = single(Buffer.from(ours));
+          expect(decoded.command, command.type).toStrictEqual(command);
+          expect(decoded.key, command.type).toBe(key === undefined || key === '' ? null : key);
+        }
+      }
+    }
+  });
+
   it('without a message, with a multi-byte length and non-ASCII fields', () => {
     const settle: Command = { type: 'ack', consumerId: `n1/ü-${'c'.repeat(200)}`, deliveryTag: 2 ** 40, multiple: true };
     const decoded = single(Buffer.from(encodeQueueEntry(settle, null, 5)));
