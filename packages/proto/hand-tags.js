@@ -8,6 +8,29 @@
 export const handTags = Object.freeze({
   // replicated.proto: the log format (packages/server/src/log-format.ts)
   QueueEntry: Object.freeze({ command: 0x12, message: 0x1a, batch: 0x22, format: 0x28, queueCommand: 0x32, messageKey: 0x3a }),
+  // The cases of QueueCommand's oneof, one per machine command type (a one-command entry's
+  // writer, which writes them as varints: see varintTagged).
+  QueueCommand: Object.freeze({
+    enqueue: 0x0a,
+    subscribe: 0x12,
+    credit: 0x1a,
+    cancel: 0x22,
+    consumerDown: 0x2a,
+    ack: 0x32,
+    return: 0x3a,
+    discard: 0x42,
+    get: 0x4a,
+    purge: 0x52,
+    tick: 0x5a,
+    deadLetterConfirmed: 0x62,
+    declare: 0x6a,
+    delete: 0x72,
+    sessionEnded: 0x7a,
+    moveStart: 0x82,
+    moveConfirmed: 0x8a,
+    moveFailed: 0x92,
+    moveCancel: 0x9a,
+  }),
   QueueSnapshot: Object.freeze({ machine: 0x0a, messages: 0x12, storeId: 0x1a, messageIdDeltas: 0x22, recordIdDeltas: 0x2a }),
   StoredMessage: Object.freeze({ id: 0x08, message: 0x12 }),
   // broker.proto: publish batches (publish.js), deliveries (packages/server/src/wire.ts)
@@ -57,3 +80,10 @@ export const handTags = Object.freeze({
   Append: Object.freeze({ prevLogIndex: 0x08, prevLogTerm: 0x10, entries: 0x1a, commit: 0x20 }),
   Entry: Object.freeze({ index: 0x08, term: 0x10, type: 0x18, data: 0x22 }),
 });
+
+/**
+ * The messages of `handTags` whose tags are written as varints (protobufjs's `Writer.uint32`),
+ * so a tag of two bytes (field 16 and above) is fine; every other hand-written tag is written
+ * as one byte, and the build refuses one that takes two (tag-check.js).
+ */
+export const varintTagged = Object.freeze(new Set(['QueueCommand']));

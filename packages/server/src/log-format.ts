@@ -207,15 +207,20 @@ let entryWriter: InstanceType<typeof Writer> | undefined;
 /** A larger writer is let go after use (an entry of several MiB is rare). */
 const ENTRY_WRITER_KEPT_MAX = 8 * 1024 * 1024;
 
-/** The clock prefix, then `entry`. */
-function encodeEntry(entry: pb.QueueEntry.$Properties, now: number): Uint8Array {
+/** The entry writer, emptied, with the clock prefix written (see finishEntry). */
+function startEntry(now: number): InstanceType<typeof Writer> {
   // Taken while in use: an encoding that throws leaves its half-written writer behind.
   const writer = entryWriter ?? Writer.create();
   entryWriter = undefined;
   writer.pos = 0;
   writer.states = null;
   writer.double(now);
-  const out = pb.QueueEntry.encode(entry, writer).finish();
+  return writer;
+}
+
+/** The entry's bytes; the writer is kept for the next entry. */
+function finishEntry(writer: InstanceType<typeof Writer>): Uint8Array {
+  const out = writer.finish();
   if (writer.buf.length <= ENTRY_WRITER_KEPT_MAX) entryWriter = writer;
   return out;
 }
@@ -237,58 +242,46 @@ export function encodeQueueEntry(command: Command, message: pb.Message.$Properti
   const problem = queueCommandProblem(command);
   if (problem !== null) throw invalidArgument(`cannot write the queue command to the log: ${problem}`, 'MALFORMED_COMMAND');
   const encoded = message === null || message instanceof Uint8Array ? message : pb.Message.encode(message).finish();
-  // Taken while in use, as in encodeEntry.
-  const writer = entryWriter ?? Writer.create();
-  entryWriter = undefined;
-  writer.pos = 0;
-  writer.states = null;
-  writer.double(now);
+  const writer = startEntry(now);
   // QueueEntry's fields in the generated encoder's order (by number): message, format,
   // queue_command (its case: the command's fields), message_key.
-  if (encoded !== null) writer.uint32(ENTRY_MESSAGE_TAG).bytes(encoded);
-  writer.uint32(ENTRY_FORMAT_TAG).int32(QUEUE_ENTRY_FORMAT);
-  const [caseTag, encodeCase] = COMMAND_CASES[command.type];
-  encodeCase(command as never, writer.uint32(ENTRY_QUEUE_COMMAND_TAG).fork().uint32(caseTag).fork()).ldelim().ldelim();
-  if (key !== undefined && key !== '') writer.uint32(ENTRY_MESSAGE_KEY_TAG).string(key);
-  const out = writer.finish();
-  if (writer.buf.length <= ENTRY_WRITER_KEPT_MAX) entryWriter = writer;
+  if (encoded !== null) writer.uint32(ENTRY_MESSAGE).bytes(encoded);
+  writer.uint32(ENTRY_FORMAT).int32(QUEUE_ENTRY_FORMAT);
+  const encodeCase = CASE_ENCODERS[command.type];
+  encodeCase(command as never, writer.uint32(ENTRY_COMMAND).fork().uint32(handTags.QueueCommand[command.type]).fork()).ldelim().ldelim();
+  if (key !== undefined && key !== '') writer.uint32(ENTRY_MESSAGE_KEY).string(key);
+  const out = finishEntry(writer);
   encodedCommands.set(out, command);
   return out;
 }
 
-/** QueueEntry's tags (field number << 3 | wire type) that encodeQueueEntry writes. */
-const ENTRY_MESSAGE_TAG = (3 << 3) | 2;
-const ENTRY_FORMAT_TAG = 5 << 3;
-const ENTRY_QUEUE_COMMAND_TAG = (6 << 3) | 2;
-const ENTRY_MESSAGE_KEY_TAG = (7 << 3) | 2;
-
 type CaseEncoder = (command: never, writer: InstanceType<typeof Writer>) => InstanceType<typeof Writer>;
 const C = pb.QueueCommand;
 /**
- * Each command type's case of QueueCommand: its tag and its message's generated encoder (which
- * reads the command's fields by name and ignores `type`). The Record names every CommandType,
- * and QueueCommandMatchesCommand checks the cases are the schema's.
+ * Each command type's case of QueueCommand: the generated encoder of its message (which reads
+ * the command's fields by name and ignores `type`); its tag is in `handTags.QueueCommand`. The
+ * Record names every CommandType, and QueueCommandMatchesCommand checks they are the schema's cases.
  */
-const COMMAND_CASES: Record<CommandType, readonly [number, CaseEncoder]> = {
-  enqueue: [(1 << 3) | 2, C.Enqueue.encode],
-  subscribe: [(2 << 3) | 2, C.Subscribe.encode],
-  credit: [(3 << 3) | 2, C.Credit.encode],
-  cancel: [(4 << 3) | 2, C.Cancel.encode],
-  consumerDown: [(5 << 3) | 2, C.ConsumerDown.encode],
-  ack: [(6 << 3) | 2, C.Ack.encode],
-  return: [(7 << 3) | 2, C.Return.encode],
-  discard: [(8 << 3) | 2, C.Discard.encode],
-  get: [(9 << 3) | 2, C.Get.encode],
-  purge: [(10 << 3) | 2, C.Purge.encode],
-  tick: [(11 << 3) | 2, C.Tick.encode],
-  deadLetterConfirmed: [(12 << 3) | 2, C.DeadLetterConfirmed.encode],
-  declare: [(13 << 3) | 2, C.Declare.encode],
-  delete: [(14 << 3) | 2, C.Delete.encode],
-  sessionEnded: [(15 << 3) | 2, C.SessionEnded.encode],
-  moveStart: [(16 << 3) | 2, C.MoveStart.encode],
-  moveConfirmed: [(17 << 3) | 2, C.MoveConfirmed.encode],
-  moveFailed: [(18 << 3) | 2, C.MoveFailed.encode],
-  moveCancel: [(19 << 3) | 2, C.MoveCancel.encode],
+const CASE_ENCODERS: Record<CommandType, CaseEncoder> = {
+  enqueue: C.Enqueue.encode,
+  subscribe: C.Subscribe.encode,
+  credit: C.Credit.encode,
+  cancel: C.Cancel.encode,
+  consumerDown: C.ConsumerDown.encode,
+  ack: C.Ack.encode,
+  return: C.Return.encode,
+  discard: C.Discard.encode,
+  get: C.Get.encode,
+  purge: C.Purge.encode,
+  tick: C.Tick.encode,
+  deadLetterConfirmed: C.DeadLetterConfirmed.encode,
+  declare: C.Declare.encode,
+  delete: C.Delete.encode,
+  sessionEnded: C.SessionEnded.encode,
+  moveStart: C.MoveStart.encode,
+  moveConfirmed: C.MoveConfirmed.encode,
+  moveFailed: C.MoveFailed.encode,
+  moveCancel: C.MoveCancel.encode,
 };
 
 /**
@@ -301,7 +294,7 @@ const COMMAND_CASES: Record<CommandType, readonly [number, CaseEncoder]> = {
  * another run 0.80, 2.68, 13.8 against 1.02, 1.17, 18.1: no gain the runs agree on.
  */
 export function encodeQueueBatch(commands: readonly EntryCommand[], now = 0): Uint8Array {
-  const out = encodeEntry({ batch: commands.map(entryOf), format: QUEUE_ENTRY_FORMAT }, now);
+  const out = finishEntry(pb.QueueEntry.encode({ batch: commands.map(entryOf), format: QUEUE_ENTRY_FORMAT }, startEntry(now)));
   encodedCommands.set(
     out,
     commands.map((c) => c.command),
