@@ -18,8 +18,9 @@
  *   for a moment, it paused, it died): the held follower's answer then makes the majority;
  * - or with the next other message to that follower, before it.
  *
- * Appends are held only while no healthy follower has appends unanswered. At one operation
- * in flight the eager follower has answered before the next append comes, so the third
+ * Appends are held only while no healthy follower has entries unanswered (an empty append
+ * commits nothing: it waits with its group's held appends, transport.ts `mayHold`). At one
+ * operation in flight the eager follower has answered before the next append comes, so the third
  * member is spared a wake-up per entry; under load (a pipeline: the eager follower still
  * working on earlier appends) every follower gets every append at once, the held ones going
  * first, and a commit takes the first two durable copies of three, so a follower slow for a

@@ -109,7 +109,7 @@ interface PeerLink {
   held: HeldLoad;
   /** When a batch from the peer last arrived (Date.now()). */
   heardAt: number;
-  /** When appends went to the peer at once and nothing has come back since (performance.now()), or null. */
+  /** When appends with entries went to the peer at once and nothing has come back since (performance.now()), or null. */
   awaitingSince: number | null;
   reconnectAt: number;
   connected: boolean;
@@ -119,6 +119,29 @@ interface PeerLink {
   refusedWarned: boolean;
   /** Set once the address led to a node whose certificate names another, until a stream opens again. */
   misdirectedWarned: boolean;
+}
+
+/**
+ * Whether `item`, queued for `link`, may wait with the link's held appends: an append this
+ * flush's choice defers (append-fanout.ts; `deferrable` is null while appends are not held),
+ * or an empty append of a group whose appends the link already holds, whether or not the
+ * eager follower is busy: it carries nothing a commit needs, and the held appends leave
+ * with the next entries sent at once anyway. The leader's Raft sends a follower that is
+ * behind an empty append after each of its heartbeat answers; the follower a commit does
+ * not need is always a little behind, so without this every heartbeat (with the held
+ * appends it takes along) was followed by that empty append, sent at once, and by the next
+ * entries sent at once too until the follower answered it: two or three more wake-ups for
+ * that follower per beat.
+ */
+function mayHold(link: PeerLink, item: GroupMessage, deferrable: ReadonlyMap<string, ReadonlySet<NodeId>> | null): boolean {
+  const { groupId, message } = item;
+  if (message.type !== 'append') return false;
+  if (deferrable?.get(groupId)?.has(link.id) === true) return true;
+  return message.entries.length === 0 && link.deferred.some((held) => held.groupId === groupId);
+}
+
+function carriesEntries(item: GroupMessage): boolean {
+  return item.message.type === 'append' && item.message.entries.length > 0;
 }
 
 export class PeerTransport {
@@ -377,22 +400,24 @@ export class PeerTransport {
     let queued: Map<NodeId, GroupMessage[]> | null = null;
     for (const link of this.links.values()) if (link.queued.length > 0) (queued ??= new Map()).set(link.id, link.queued);
     if (queued === null) return;
-    // Appends are held only while no healthy follower has appends in flight unanswered: at
+    // Appends are held only while no healthy follower has entries in flight unanswered: at
     // one operation in flight the eager follower has answered before the next append, but
     // under load (a pipeline) every follower gets every append at once, so a commit takes
     // the first two durable copies of three (append-fanout.ts).
-    const deferrable = queued.size > 1 && !this.pipelined() ? deferrableAppends(queued, this.isHealthy) : null;
+    const holding = !this.pipelined();
+    const deferrable = holding && queued.size > 1 ? deferrableAppends(queued, this.isHealthy) : null;
     for (const link of this.links.values()) {
       const messages = link.queued;
       if (messages.length === 0) continue;
       link.queued = [];
-      if (deferrable !== null && deferrable.size > 0 && messages.every((m) => m.message.type === 'append' && deferrable.get(m.groupId)?.has(link.id) === true)) {
+      if (messages.every((m) => mayHold(link, m, deferrable))) {
         for (const message of messages) link.deferred.push(message);
         if (holdFills(link.held, messages)) this.sendTo(link, this.takeDeferred(link));
         else this.deferredTimer ??= unrefTimer(this.flushDeferred, this.deferredAppendMs);
         continue;
       }
-      if (link.awaitingSince === null && messages.some((m) => m.message.type === 'append')) link.awaitingSince = performance.now();
+      // Only entries are waited for: an empty append (a commit index, a probe) commits nothing.
+      if (link.awaitingSince === null && messages.some(carriesEntries)) link.awaitingSince = performance.now();
       this.sendTo(link, link.deferred.length === 0 ? messages : [...this.takeDeferred(link), ...messages]);
     }
     if (this.hedgeTimer === null && this.awaitingAny() && this.holdingAny()) this.hedgeTimer = unrefTimer(this.hedge, this.hedgeAfterMs);
@@ -424,7 +449,7 @@ export class PeerTransport {
     else this.hedgeTimer = unrefTimer(this.hedge, this.hedgeAfterMs - (now - oldest));
   };
 
-  /** Whether a healthy follower has appends unanswered (see flush). */
+  /** Whether a healthy follower has entries unanswered (see flush). */
   private pipelined(): boolean {
     for (const link of this.links.values()) if (link.awaitingSince !== null && this.isHealthy(link.id)) return true;
     return false;

@@ -346,7 +346,7 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
     expect(arrivals.get('n3')).toHaveLength(1);
 
     // n1 does not answer the next one: both held appends leave for n3, joined, about HEDGE_AFTER_MS later.
-    const next: Message = { type: 'append', from: 'n2', to: 'n3', term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [], commit: 2 };
+    const next: Message = { type: 'append', from: 'n2', to: 'n3', term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [{ index: 2, term: 3, type: 'normal', data: Buffer.from([2]) }], commit: 2 };
     const sentAt = performance.now();
     transport.send('q/1', [{ ...next, to: 'n1' }, next]);
     await until(() => arrivals.get('n3')!.length === 2);
@@ -373,14 +373,64 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
     expect(joined.type === 'append' ? joined.entries.map((e) => e.index) : null).toEqual([1, 2]);
   });
 
+  it('an empty append waits with the held appends of its group, and one sent at once does not end the holding', async () => {
+    // Neither the hold nor the hedge ends in this test.
+    const { transport, arrivals } = await leaderWithTwoFollowers(3_600_000, 3_600_000);
+    transport.heardFrom('n1');
+    transport.heardFrom('n3');
+    const entry = (index: number): Entry => ({ index, term: 3, type: 'normal', data: new Uint8Array([index]) });
+    const appendOf = (to: string, index: number): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex: index - 1, prevLogTerm: 3, entries: [entry(index)], commit: index - 1 });
+    // What the leader's Raft sends a follower that is behind after its heartbeat answer.
+    const empty = (to: string, prevLogIndex: number): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex, prevLogTerm: 3, entries: [], commit: prevLogIndex });
+    const turn = async (): Promise<void> => {
+      await new Promise<void>((resolve) => queueMicrotask(resolve));
+      await new Promise<void>((resolve) => queueMicrotask(resolve));
+    };
+    const oneEntry = async (index: number): Promise<void> => {
+      transport.send('q/1', [appendOf('n1', index), appendOf('n3', index)]);
+      await turn();
+      transport.heardFrom('n1');
+      await until(() => arrivals.get('n1')!.length === 1 + index);
+    };
+    await oneEntry(1);
+    // n3 holds entry 1: the empty append for n3 alone waits with it, and entry 2 is held too.
+    transport.send('q/1', [empty('n3', 1)]);
+    await turn();
+    await oneEntry(2);
+    // Entry 3 is held from n3, and n1 has not answered it when the empty append comes: that
+    // waits all the same (n1 being busy lets entries go at once, not an empty append).
+    transport.send('q/1', [appendOf('n1', 3), appendOf('n3', 3)]);
+    await turn();
+    transport.send('q/1', [empty('n3', 3)]);
+    await turn();
+    await until(() => arrivals.get('n1')!.length === 4);
+    transport.heardFrom('n1');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(arrivals.get('n3')).toHaveLength(1);
+    // Another message for n3 takes them along, joined into one append.
+    transport.send('meta', [heartbeat('n3')]);
+    await until(() => arrivals.get('n3')!.length === 3);
+    const joined = arrivals.get('n3')![1]!.message.message;
+    expect(joined.type === 'append' ? { entries: joined.entries.map((e) => e.index), commit: joined.commit } : null).toEqual({ entries: [1, 2, 3], commit: 3 });
+
+    // n3 holds nothing now: an empty append goes at once, but it commits nothing, so the next entry is still held from n3.
+    transport.send('q/1', [empty('n3', 3)]);
+    await until(() => arrivals.get('n3')!.length === 4);
+    await oneEntry(4);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(arrivals.get('n3')).toHaveLength(4);
+  });
+
   it('appends held after a hedge let the earlier ones go wait the whole hold again (the earlier hold leaves no timer behind)', async () => {
     const hold = 400;
     const { transport, arrivals } = await leaderWithTwoFollowers(hold);
     transport.heardFrom('n1');
     transport.heardFrom('n3');
+    // An append with an entry (only entries are waited for, so only they make a hedge).
+    const withEntry = (to: string, index: number): Message => ({ type: 'append', from: 'n2', to, term: 3, prevLogIndex: index - 1, prevLogTerm: 3, entries: [{ index, term: 3, type: 'normal', data: Buffer.from([index]) }], commit: index - 1 });
     // n1 does not answer: the hedge lets n3's held append go after HEDGE_AFTER_MS, long before the hold ends.
     const first = performance.now();
-    transport.send('q/1', [append('n1'), append('n3')]);
+    transport.send('q/1', [withEntry('n1', 1), withEntry('n3', 1)]);
     await until(() => arrivals.get('n3')!.length === 2, hold / 2);
     expect(arrivals.get('n3')).toHaveLength(2);
     transport.heardFrom('n1');
@@ -389,7 +439,7 @@ describe('appends a commit does not wait for (append-fanout.ts)', () => {
     // hedge): nothing lets it go before the hold ends, so it waits the whole hold from now,
     // not only what was left of the first one's.
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, first + hold / 4 - performance.now())));
-    const next: Message = { type: 'append', from: 'n2', to: 'n3', term: 3, prevLogIndex: 1, prevLogTerm: 3, entries: [], commit: 2 };
+    const next = withEntry('n3', 2);
     const sentAt = performance.now();
     transport.send('q/1', [{ ...next, to: 'n1' }, next]);
     await new Promise<void>((resolve) => queueMicrotask(resolve));
