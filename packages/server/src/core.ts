@@ -7,7 +7,7 @@ export { BrokerNode, type BrokerNodeParts, type NodeTestOnlyBugs } from './node.
 export type { LocalConsumer } from './consumers.js';
 export type { LocalQueue } from './local-queue.js';
 export { META_GROUP, queueGroupId } from './local-queue.js';
-export type { NodeEnv, Timer } from './node-env.js';
+export { systemEnv, type NodeEnv, type Timer } from './node-env.js';
 export type { PeerLink } from './peer-link.js';
 export { GroupTicker, type TickedGroup } from './group-ticker.js';
 export { NODE_BEAT_GROUP, PeerLiveness, beatMessage } from './peer-liveness.js';
@@ -18,5 +18,5 @@ export { ForwardError } from './transport.js';
 export { FETCH_BYTES_MAX } from './snapshot-bodies.js';
 export type { MetaCommand, MetaReply, QueueDefinition } from './meta-machine.js';
 export type { QueueApplyResult } from './queue-replica.js';
-export type { GroupMessage } from './raft-codec.js';
+export { decodeRaftBatch, encodeRaftBatch, type GroupMessage } from './raft-codec.js';
 export type { OutgoingDelivery } from './wire.js';
