@@ -10,17 +10,24 @@
  * through the leader's router (what the gRPC publish handler calls), `--runs` times.
  *
  * Per run: publishes/s, CPU per publish of the whole process and of its main thread (from
- * /proc, user and system), confirm p50 / p99. The last runs are the warm figures. What a
- * real three-process cluster spends per publish beyond these (`run.sh`'s one-in-flight CPU
- * per message, or `/proc` of each node) is the network edge (HTTP/2, gRPC framing, sockets),
- * the wake-ups between processes, and code running cache-cold between other processes'
- * turns, not this logic. With `--dir` on tmpfs (/dev/shm) the durable writes cost a memory
- * copy, so what is left is the logic alone.
+ * /proc, user and system), confirm p50 / p99. The last runs are the warm figures. With
+ * `--dir` on tmpfs (/dev/shm) the durable writes cost a memory copy, so what is left is the
+ * logic alone.
+ *
+ * With `--network grpc` the three nodes start as a real node does (`startNode`: client and
+ * peer gRPC listeners on loopback, the peer transport and its holds), still in this one
+ * process, and the publishes go through the SDK (`@quorumq/client`) in this process too: the
+ * logic plus the network edge (HTTP/2, gRPC framing, sockets). What a real cluster of three
+ * processes and a client spends per publish beyond that (`run.sh`'s one-in-flight CPU per
+ * message) is the wake-ups between processes and code running cache-cold between other
+ * processes' turns.
  */
+import { connect } from '@quorumq/client';
+import { loadConfig, startNode, type RunningNode } from '@quorumq/server';
 import { BrokerNode, DEFAULTS, NODE_BEAT_GROUP, NodeMetrics, beatMessage, decodeRaftBatch, encodeRaftBatch, systemEnv, type GroupMessage, type NodeConfig, type PeerLink } from '@quorumq/server/core';
 import type { Message, NodeId } from '@quorumq/raft';
 import { LevelKvStore, MessageStore, NodeStorage, NodeWalFs } from '@quorumq/storage';
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -94,7 +101,7 @@ class MemoryLink implements PeerLink {
   }
 }
 
-async function startNode(id: NodeId, root: string, nodes: Map<NodeId, BrokerNode>): Promise<BrokerNode> {
+async function startInMemory(id: NodeId, root: string, nodes: Map<NodeId, BrokerNode>): Promise<BrokerNode> {
   const dataDir = join(root, id);
   mkdirSync(dataDir, { recursive: true });
   const config: NodeConfig = {
@@ -139,33 +146,85 @@ function cpuTicks(): { main: number; all: number } {
   return { main, all };
 }
 
-async function main(options: { messages: number; runs: number; dir: string }): Promise<void> {
+/** A publish of 1 KiB, resolved once confirmed. */
+type Publish = () => Promise<void>;
+
+/** Three nodes in memory (MemoryLink); publishes through the queue leader's router. */
+async function inMemory(root: string): Promise<{ publish: Publish; close: () => Promise<void> }> {
+  const nodes = new Map<NodeId, BrokerNode>();
+  for (const id of IDS) nodes.set(id, await startInMemory(id, root, nodes));
+  const body = Buffer.alloc(1024, 120);
+  const command = { type: 'enqueue' as const, sizeBytes: body.byteLength, exchange: '', routingKeys: [QUEUE] };
+  const stored = { body, routingKey: QUEUE };
+  // The metadata group elects a leader, the queue is declared, its group elects one.
+  let leader: BrokerNode | null = null;
+  for (let attempt = 0; attempt < 400 && leader === null; attempt++) {
+    await sleep(25);
+    for (const node of nodes.values()) {
+      try {
+        const declared = await node.router.proposeMeta({ type: 'declareQueue', name: QUEUE, args: {}, passive: false, members: [...IDS], createdAt: 0 });
+        if (!declared.ok) continue;
+        const reply = await node.router.proposeQueue(QUEUE, command, stored);
+        if (reply.type === 'enqueued') leader = [...nodes.values()].find((n) => n.queues.get(QUEUE)?.group.isLeader === true) ?? null;
+        break;
+      } catch {
+        // No leader yet.
+      }
+    }
+  }
+  if (leader === null) throw new Error('no queue leader after 10 s');
+  const queueLeader = leader;
+  const publish: Publish = async () => {
+    const reply = await queueLeader.router.proposeQueue(QUEUE, command, stored);
+    if (reply.type !== 'enqueued') throw new Error(`publish: ${reply.type}`);
+  };
+  return { publish, close: async () => {} };
+}
+
+/** Three nodes as `quorumq node` starts them, on loopback ports from `basePort`; publishes through the SDK. */
+async function overGrpc(root: string, basePort: number): Promise<{ publish: Publish; close: () => Promise<void> }> {
+  const peers = IDS.map((id, i) => `${id}=127.0.0.1:${basePort + 1000 + i}`).join(',');
+  const running: RunningNode[] = await Promise.all(
+    IDS.map((id, i) =>
+      startNode(
+        loadConfig(null, {
+          QUORUMQ_NODE_ID: id,
+          QUORUMQ_LISTEN: `127.0.0.1:${basePort + i}`,
+          QUORUMQ_ADVERTISE: `127.0.0.1:${basePort + i}`,
+          QUORUMQ_PEER_LISTEN: `127.0.0.1:${basePort + 1000 + i}`,
+          QUORUMQ_PEERS: peers,
+          QUORUMQ_DATA_DIR: join(root, id),
+          QUORUMQ_CLUSTER_SECRET: 'logic-bench-secret-0123456789abcdef',
+          QUORUMQ_LOG_LEVEL: 'warn',
+        }),
+      ),
+    ),
+  );
+  const client = connect({ nodes: IDS.map((_, i) => `127.0.0.1:${basePort + i}`) });
+  await client.declareQueue(QUEUE);
+  const publisher = client.createPublisher({ maxInFlight: 1 });
+  const body = Buffer.alloc(1024, 120);
+  const publish: Publish = async () => {
+    const result = await publisher.publish(QUEUE, body);
+    if (result.outcome !== 'confirmed') throw new Error(`publish: ${result.outcome}`);
+  };
+  return {
+    publish,
+    close: async () => {
+      await publisher.close();
+      await client.close();
+      await Promise.all(running.map((node) => node.stop()));
+    },
+  };
+}
+
+async function main(options: { messages: number; runs: number; dir: string; network: 'memory' | 'grpc'; basePort: number }): Promise<void> {
   const root = mkdtempSync(join(options.dir, 'quorumq-logic-bench-'));
   const keepAlive = setInterval(() => {}, 1000);
   try {
-    const nodes = new Map<NodeId, BrokerNode>();
-    for (const id of IDS) nodes.set(id, await startNode(id, root, nodes));
-    const body = Buffer.alloc(1024, 120);
-    const command = { type: 'enqueue' as const, sizeBytes: body.byteLength, exchange: '', routingKeys: [QUEUE] };
-    const stored = { body, routingKey: QUEUE };
-    // The metadata group elects a leader, the queue is declared, its group elects one.
-    let leader: BrokerNode | null = null;
-    for (let attempt = 0; attempt < 400 && leader === null; attempt++) {
-      await sleep(25);
-      for (const node of nodes.values()) {
-        try {
-          const declared = await node.router.proposeMeta({ type: 'declareQueue', name: QUEUE, args: {}, passive: false, members: [...IDS], createdAt: 0 });
-          if (!declared.ok) continue;
-          const reply = await node.router.proposeQueue(QUEUE, command, stored);
-          if (reply.type === 'enqueued') leader = [...nodes.values()].find((n) => n.queues.get(QUEUE)?.group.isLeader === true) ?? null;
-          break;
-        } catch {
-          // No leader yet.
-        }
-      }
-    }
-    if (leader === null) throw new Error('no queue leader after 10 s');
-    console.log(`quorumq logic benchmark: node ${process.version}, three nodes in one process, data in ${options.dir}, ${options.messages} publishes of 1 KiB per run, one in flight`);
+    const cluster = options.network === 'grpc' ? await overGrpc(root, options.basePort) : await inMemory(root);
+    const how = options.network === 'grpc' ? 'gRPC on loopback, publishes through the SDK' : 'peers in memory, publishes through the leader\'s router';
+    console.log(`quorumq logic benchmark: node ${process.version}, three nodes in one process (${how}), data in ${options.dir}, ${options.messages} publishes of 1 KiB per run, one in flight`);
     console.log('run  publishes/s  CPU us/publish (main thread)  p50 ms  p99 ms');
     for (let run = 1; run <= options.runs; run++) {
       const latencies = new Float64Array(options.messages);
@@ -173,8 +232,7 @@ async function main(options: { messages: number; runs: number; dir: string }): P
       const started = performance.now();
       for (let i = 0; i < options.messages; i++) {
         const sent = performance.now();
-        const reply = await leader.router.proposeQueue(QUEUE, command, stored);
-        if (reply.type !== 'enqueued') throw new Error(`publish ${i}: ${reply.type}`);
+        await cluster.publish();
         latencies[i] = performance.now() - sent;
       }
       const seconds = (performance.now() - started) / 1000;
@@ -187,6 +245,7 @@ async function main(options: { messages: number; runs: number; dir: string }): P
           `  ${latencies[options.messages >> 1]!.toFixed(3).padStart(14)}  ${latencies[Math.floor(options.messages * 0.99)]!.toFixed(3).padStart(6)}`,
       );
     }
+    await cluster.close();
   } finally {
     clearInterval(keepAlive);
     rmSync(root, { recursive: true, force: true });
@@ -204,7 +263,9 @@ const program = new Command('logic-bench')
   .option('--messages <n>', 'publishes per run', positive, 3000)
   .option('--runs <n>', 'runs (the first ones warm the code)', positive, 5)
   .option('--dir <path>', 'where the nodes keep their data (tmpfs, e.g. /dev/shm: the logic without the disk)', tmpdir())
-  .action(async (options: { messages: number; runs: number; dir: string }) => {
+  .addOption(new Option('--network <kind>', 'memory: peers in memory, publishes through the router; grpc: real listeners on loopback, publishes through the SDK').choices(['memory', 'grpc']).default('memory'))
+  .option('--base-port <port>', 'with --network grpc: the first client port (peers 1000 above)', positive, 17001)
+  .action(async (options: { messages: number; runs: number; dir: string; network: 'memory' | 'grpc'; basePort: number }) => {
     await main(options);
     process.exit(0);
   });
