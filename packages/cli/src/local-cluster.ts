@@ -289,6 +289,8 @@ export class LocalCluster {
         QUORUMQ_PEERS: peers,
         QUORUMQ_DATA_DIR: node.dataDir,
         QUORUMQ_LOG_LEVEL: 'warn',
+        // Tests start and restart nodes by the hundred: no warm-up unless `env` asks for one.
+        QUORUMQ_WARM_UP: 'false',
         // The cluster's own secret, unless `env` gives one (this process's does not count).
         QUORUMQ_CLUSTER_SECRET: '',
         QUORUMQ_CLUSTER_SECRET_FILE: this.options.env?.QUORUMQ_CLUSTER_SECRET ? '' : secret,

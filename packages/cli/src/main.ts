@@ -17,6 +17,7 @@ import { addAdminCommands } from './admin-commands.js';
 import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
 import { idleHelperThreads, type HelperThreadsOutcome } from './helper-threads.js';
+import { warmUp, type WarmUpOutcome } from './warm-up.js';
 import { nodeProcessArgs } from './node-process.js';
 import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
 
@@ -50,6 +51,9 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
   mkdirSync(config.dataDir, { recursive: true });
   // Before the node opens its storage (LevelDB starts a thread of its own).
   const helpers: HelperThreadsOutcome | null = config.idleHelperThreads ? await idleHelperThreads() : null;
+  // After the helper threads are found (the warm-up's LevelDB starts threads), before the
+  // node's own storage and listeners.
+  const warmed: WarmUpOutcome | null = config.warmUp ? await warmUp({ dir: join(config.dataDir, 'warm-up') }) : null;
   let running;
   try {
     running = await startNode(config);
@@ -61,6 +65,8 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
   }
   if (helpers?.kind === 'idle') running.logger.info({ threads: helpers.threads }, "V8's helper threads run at SCHED_IDLE");
   else if (helpers?.kind === 'unchanged') running.logger.warn({ reason: helpers.reason }, "V8's helper threads keep their CPU priority");
+  if (warmed?.kind === 'warmed') running.logger.info({ ms: warmed.ms, cpuMs: warmed.cpuMs }, 'warmed up before serving');
+  else if (warmed?.kind === 'skipped') running.logger.warn({ reason: warmed.reason, ms: warmed.ms }, 'warm-up skipped');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

@@ -51,13 +51,16 @@ async function freeBasePort(): Promise<number> {
   }
 }
 
-/** Starts `quorumq cluster` with stdout a pipe (not a TTY); resolves with its stdout lines so far, as they come. */
-function startCluster(args: string[], nodeFlags: string[] = []): { lines: string[]; exit: Promise<number | null>; pid: number } {
+/**
+ * Starts `quorumq cluster` with stdout a pipe (not a TTY); resolves with its stdout lines so far, as they come.
+ * Its nodes skip the warm-up (a few seconds each) unless `env` asks for it.
+ */
+function startCluster(args: string[], nodeFlags: string[] = [], env: Record<string, string> = { QUORUMQ_WARM_UP: 'false' }): { lines: string[]; exit: Promise<number | null>; pid: number } {
   const dir = mkdtempSync(join(tmpdir(), 'quorumq-cluster-'));
   const child = spawn(process.execPath, [...nodeFlags, CLI_MAIN, 'cluster', '--data', dir, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // its own process group, so that cleanup reaches the nodes too
-    env: { ...process.env, QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576' },
+    env: { ...process.env, QUORUMQ_DISK_FREE_LIMIT_BYTES: '1048576', ...env },
   });
   running = { child, dir };
   const lines: string[] = [];
@@ -90,9 +93,10 @@ function bannerNodes(lines: string[]): Array<{ grpc: string | undefined; peers: 
   return nodes.map((l) => ({ grpc: /grpc (\S+)/.exec(l)?.[1], peers: /peers (\S+)/.exec(l)?.[1], metrics: /metrics (\S+)/.exec(l)?.[1] }));
 }
 
-it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on ports that follow --base-port, as the banner says', async () => {
+it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on ports that follow --base-port, as the banner says; each node warms up first', async () => {
   const base = await freeBasePort();
-  const { lines } = startCluster(['--base-port', String(base)]);
+  // As `npm start` runs it: with the warm-up (warm-up.ts), which every node reports before it serves.
+  const { lines } = startCluster(['--base-port', String(base)], [], {});
   const expected = Array.from({ length: NODES }, (_, i) => ({
     grpc: `127.0.0.1:${base + i}`,
     peers: `127.0.0.1:${base + 1000 + i}`,
@@ -112,9 +116,13 @@ it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on port
     return found.length === NODES ? found : undefined;
   });
   expect(serving.map((l) => (JSON.parse(l) as { node: string }).node).sort()).toEqual(['n1', 'n2', 'n3']);
+  const warmed = lines.filter((l) => l.includes('"msg":"warmed up before serving"')).map((l) => JSON.parse(l) as { node: string; cpuMs: number });
+  expect(warmed.map((w) => w.node).sort()).toEqual(['n1', 'n2', 'n3']);
+  for (const w of warmed) expect(w.cpuMs).toBeGreaterThan(0);
+  expect(lines.filter((l) => l.includes('warm-up skipped'))).toEqual([]);
   const logLines = lines.slice(lines.findIndex((l) => l.startsWith('Ctrl-C')) + 1);
   for (const line of logLines.filter((l) => !l.startsWith('stderr: '))) expect(() => JSON.parse(line), line).not.toThrow();
-});
+}, 60_000);
 
 it('starts its nodes with the local node flags (NODE_PROCESS_FLAGS and a V8 pool for the machine); a flag of the same name given to it wins', async () => {
   const base = await freeBasePort();

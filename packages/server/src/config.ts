@@ -104,6 +104,12 @@ export interface NodeConfig extends AuthConfig {
    */
   readonly idleHelperThreads: boolean;
   /**
+   * `quorumq node` runs a short workload on a cluster of three nodes of its own, in its own
+   * process, before it starts serving, so that V8 has optimised the code a queue's leader and
+   * followers run (the CLI's warm-up.ts). Default true.
+   */
+  readonly warmUp: boolean;
+  /**
    * The secret every peer call carries (Raft streams, forwarded proposals): a node serves
    * the peer services only to callers that present it and a configured node id. Required
    * when `peers` names other nodes and there is no peer mutual TLS (with it, optional, and
@@ -151,6 +157,7 @@ export const DEFAULTS = {
   exclusiveLeaseMs: 30_000,
   logLevel: 'info',
   idleHelperThreads: true,
+  warmUp: true,
   requireAuthentication: false,
   admin: null,
 } as const;
@@ -197,6 +204,7 @@ const ENV: Record<string, string> = {
   QUORUMQ_REQUEST_TIMEOUT_MS: 'requestTimeoutMs',
   QUORUMQ_LOG_LEVEL: 'logLevel',
   QUORUMQ_IDLE_HELPER_THREADS: 'idleHelperThreads',
+  QUORUMQ_WARM_UP: 'warmUp',
   QUORUMQ_EXCLUSIVE_LEASE_MS: 'exclusiveLeaseMs',
   QUORUMQ_TEST_ONLY_CONFIRM_BEFORE_COMMIT: 'testOnlyConfirmBeforeCommit',
   QUORUMQ_CLUSTER_SECRET: 'clusterSecret',
@@ -384,6 +392,7 @@ export function loadConfig(file: string | null, env: NodeJS.ProcessEnv = process
     exclusiveLeaseMs: integer(raw, 'exclusiveLeaseMs', DEFAULTS.exclusiveLeaseMs, 100),
     logLevel: text(raw, 'logLevel', DEFAULTS.logLevel) ?? DEFAULTS.logLevel,
     idleHelperThreads: raw.idleHelperThreads === undefined ? DEFAULTS.idleHelperThreads : flag(raw, 'idleHelperThreads'),
+    warmUp: raw.warmUp === undefined ? DEFAULTS.warmUp : flag(raw, 'warmUp'),
     clusterSecret: clusterSecret(raw, nodeId, peers, peerTls !== null),
     ...authConfig(raw, (message) => new ConfigError(message)),
     testOnlyConfirmBeforeCommit: raw.testOnlyConfirmBeforeCommit === true || raw.testOnlyConfirmBeforeCommit === '1',

@@ -206,3 +206,12 @@ describe("V8's helper threads at SCHED_IDLE", () => {
     expect(() => loadConfig(null, { QUORUMQ_IDLE_HELPER_THREADS: 'sometimes' }, { nodeId: 'n1' })).toThrow(/idleHelperThreads must be true or false/);
   });
 });
+
+describe('the warm-up before serving', () => {
+  it('warms up by default; false in the file or QUORUMQ_WARM_UP turns it off; anything else is refused', () => {
+    expect(loadConfig(null, {}, { nodeId: 'n1' }).warmUp).toBe(true);
+    expect(loadConfig(null, { QUORUMQ_WARM_UP: 'false' }, { nodeId: 'n1' }).warmUp).toBe(false);
+    expect(loadConfig(tempFile('node.json', JSON.stringify({ nodeId: 'n1', warmUp: false })), {}).warmUp).toBe(false);
+    expect(() => loadConfig(null, { QUORUMQ_WARM_UP: 'sometimes' }, { nodeId: 'n1' })).toThrow(/warmUp must be true or false/);
+  });
+});
