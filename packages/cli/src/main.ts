@@ -36,7 +36,7 @@ function integer(value: string): number {
 async function runNode(options: { config?: string; join?: boolean }): Promise<void> {
   // Loaded here, not at the top: `quorumq health` (a container healthcheck every few
   // seconds) then starts without loading the whole node.
-  const { ConfigError, loadConfig, startNode } = await import('@quorumq/server');
+  const { ConfigError, createLogger, loadConfig, startNode } = await import('@quorumq/server');
   let config;
   try {
     // --join is the `join` setting (QUORUMQ_JOIN=true): it wins over the file and the environment.
@@ -53,10 +53,15 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
   const helpers: HelperThreadsOutcome | null = config.idleHelperThreads ? await idleHelperThreads() : null;
   // After the helper threads are found (the warm-up's LevelDB starts threads), before the
   // node's own storage and listeners.
-  const warmed: WarmUpOutcome | null = config.warmUp ? await warmUp({ dir: join(config.dataDir, 'warm-up') }) : null;
+  const logger = createLogger(config);
+  if (config.warmUp) {
+    const warmed: WarmUpOutcome = await warmUp({ dir: join(config.dataDir, 'warm-up') });
+    if (warmed.kind === 'warmed') logger.info({ ms: warmed.ms, cpuMs: warmed.cpuMs }, 'warmed up before serving');
+    else logger.warn({ reason: warmed.reason, ms: warmed.ms }, 'warm-up skipped');
+  }
   let running;
   try {
-    running = await startNode(config);
+    running = await startNode(config, { logger });
   } catch (error) {
     // A corrupt WAL, a data directory in use, a port taken: say so plainly, exit non-zero.
     const message = error instanceof Error ? error.message : String(error);
@@ -65,8 +70,6 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
   }
   if (helpers?.kind === 'idle') running.logger.info({ threads: helpers.threads }, "V8's helper threads run at SCHED_IDLE");
   else if (helpers?.kind === 'unchanged') running.logger.warn({ reason: helpers.reason }, "V8's helper threads keep their CPU priority");
-  if (warmed?.kind === 'warmed') running.logger.info({ ms: warmed.ms, cpuMs: warmed.cpuMs }, 'warmed up before serving');
-  else if (warmed?.kind === 'skipped') running.logger.warn({ reason: warmed.reason, ms: warmed.ms }, 'warm-up skipped');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

@@ -88,7 +88,8 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpOutcome> {
           QUORUMQ_LOG_LEVEL: 'silent',
           QUORUMQ_WARM_UP: 'false',
         });
-        running.push(await startNode(config, { onFatal: (error) => fatal(error) }));
+        // Not the process's metrics: their samplers would stay after the warm-up.
+        running.push(await startNode(config, { onFatal: (error) => fatal(error), processMetrics: false }));
       }
       client = connect({ nodes: NODES.map((_, i) => `127.0.0.1:${ports[i]!}`) });
       await client.declareQueue(QUEUE);

@@ -99,6 +99,12 @@ export interface BrokerNodeHost {
   readonly peerCredentials?: PeerCredentials;
   /** Who the cluster's nodes are (the peer listener's authenticator reads it too). */
   readonly directory?: ClusterDirectory;
+  /**
+   * Whether the node's metrics include the process's (CPU, memory, event-loop delay, GC:
+   * prom-client's defaults, whose samplers stay for the life of the process). True by default;
+   * false for a node that is not the process's own (the warm-up's, the CLI's warm-up.ts).
+   */
+  readonly processMetrics?: boolean;
 }
 
 export class BrokerNode {
@@ -317,7 +323,7 @@ export class BrokerNode {
   /** A real node: storage in `config.dataDir`, gRPC peers, metrics, the disk and memory checks. */
   static async start(config: NodeConfig, logger: Logger, onFatal: (error: unknown) => void, host: BrokerNodeHost = {}): Promise<BrokerNode> {
     const kv = await LevelKvStore.open(join(config.dataDir, 'kv'));
-    const metrics = new NodeMetrics(config.metricsQueueLimit);
+    const metrics = new NodeMetrics(config.metricsQueueLimit, host.processMetrics ?? true);
     let node: BrokerNode | null = null;
     const storage = await NodeStorage.open({
       dir: join(config.dataDir, 'wal'),
