@@ -13,8 +13,7 @@
  * flight, consuming with acks, through one queue. Every node plays leader, eager and held
  * follower at once, so each role's code is optimised in this process; then everything stops
  * and the directory goes. The node's own cluster is not touched: nothing leaves loopback, and
- * the node's storage and listeners open only after; what the warm-up allocated is collected and
- * given back to the system. The scratch directory is `warm-up` in the
+ * the node's storage and listeners open only after. The scratch directory is `warm-up` in the
  * node's data directory (its storage never reads it): a node killed while warming up leaves it
  * there, and the next start's warm-up replaces it.
  *
@@ -26,7 +25,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 
 import { connect, type QuorumqClient } from '@quorumq/client';
-import { loadConfig, loadHeapTrim, startNode, type RunningNode } from '@quorumq/server';
+import { loadConfig, startNode, type RunningNode } from '@quorumq/server';
 
 /**
  * Publishes at 256 in flight: about twenty windows, enough for the functions a window runs
@@ -114,10 +113,6 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpOutcome> {
     await (client as QuorumqClient | null)?.close().catch(() => undefined);
     await Promise.all(running.map((node) => node.stop().catch(() => undefined)));
     if (made) await rm(options.dir, { recursive: true, force: true }).catch(() => undefined);
-    // What the warm-up allocated goes back to the system now (a full collection, then
-    // malloc_trim: heap-trim.ts): the node's own idle release only follows its own work, and a
-    // node left about 90 MB more resident without it.
-    loadHeapTrim().trim?.release();
   }
 }
 

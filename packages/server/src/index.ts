@@ -1,5 +1,4 @@
 export { loadConfig, ConfigError, DEFAULTS, type NodeConfig } from './config.js';
 export { startNode, createLogger, type RunningNode } from './server.js';
 export { BrokerNode } from './node.js';
-export { loadHeapTrim, type HeapTrim } from './heap-trim.js';
 export { BrokerError } from './errors.js';
