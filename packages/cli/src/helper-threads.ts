@@ -14,6 +14,14 @@
  * slow operations at one in flight were the event loop of the leader, a follower or the
  * client waiting behind another process's helper thread for up to 4 ms with a CPU idle.
  *
+ * A node finds these threads first (`findHelperThreads`, before anything else starts threads)
+ * and lowers them only after its warm-up (warm-up.ts), just before it opens its own storage.
+ * The warm-up keeps two cores busy with three nodes and a client: at SCHED_IDLE its
+ * optimising compilation hardly ran, so much of the code was still unoptimised when real
+ * traffic came. Lowered after it, in the first run at 256 in flight after a start: about a
+ * fifth less CPU per message and an eighth more publishes a second (docs/architecture.md,
+ * "Performance").
+ *
  * The priority is set with util-linux's `chrt` (Node has no call for it). Where it is missing,
  * or on another system, the threads keep theirs and the node says so in its log; nothing else
  * changes. `idleHelperThreads: false` (QUORUMQ_IDLE_HELPER_THREADS=false) leaves them alone.
@@ -62,8 +70,15 @@ export type HelperThreadsOutcome =
   | { readonly kind: 'idle'; readonly threads: number }
   | { readonly kind: 'unchanged'; readonly reason: string };
 
-/** Puts this process's V8 platform threads at SCHED_IDLE. Never throws. Call before opening storage (LevelDB starts a thread). */
-export async function idleHelperThreads(env: NodeJS.ProcessEnv = process.env): Promise<HelperThreadsOutcome> {
+export type HelperThreadsFound =
+  | { readonly kind: 'found'; readonly tids: readonly number[] }
+  | { readonly kind: 'unchanged'; readonly reason: string };
+
+/**
+ * This process's V8 platform threads (or why they cannot be told apart), changing nothing.
+ * Never throws. Call before anything starts threads of its own (LevelDB, a warm-up's nodes).
+ */
+export async function findHelperThreads(env: NodeJS.ProcessEnv = process.env): Promise<HelperThreadsFound> {
   if (process.platform !== 'linux') return { kind: 'unchanged', reason: `not on Linux (${process.platform})` };
   try {
     await stat('/'); // libuv starts its pool on its first job: after this, every pool thread exists.
@@ -74,16 +89,27 @@ export async function idleHelperThreads(env: NodeJS.ProcessEnv = process.env): P
     }
     const tids = platformThreads(process.pid, threads, uvPoolSize(env.UV_THREADPOOL_SIZE));
     if (tids.length === 0) return { kind: 'unchanged', reason: `cannot tell V8's threads among ${threads.length}` };
-    let lowered = 0;
-    for (const tid of tids) {
-      const error = await chrtIdle(tid);
-      if (error !== null) return { kind: 'unchanged', reason: lowered === 0 ? error : `${error} (${lowered} of ${tids.length} set before)` };
-      lowered += 1;
-    }
-    return { kind: 'idle', threads: lowered };
+    return { kind: 'found', tids };
   } catch (error) {
     return { kind: 'unchanged', reason: error instanceof Error ? error.message : String(error) };
   }
+}
+
+/** Puts threads found by findHelperThreads at SCHED_IDLE. Never throws. */
+export async function idleThreads(found: HelperThreadsFound): Promise<HelperThreadsOutcome> {
+  if (found.kind === 'unchanged') return found;
+  let lowered = 0;
+  for (const tid of found.tids) {
+    const error = await chrtIdle(tid);
+    if (error !== null) return { kind: 'unchanged', reason: lowered === 0 ? error : `${error} (${lowered} of ${found.tids.length} set before)` };
+    lowered += 1;
+  }
+  return { kind: 'idle', threads: lowered };
+}
+
+/** Puts this process's V8 platform threads at SCHED_IDLE at once (findHelperThreads, then idleThreads). Never throws. */
+export async function idleHelperThreads(env: NodeJS.ProcessEnv = process.env): Promise<HelperThreadsOutcome> {
+  return idleThreads(await findHelperThreads(env));
 }
 
 /** Sets one thread to SCHED_IDLE: null, or what went wrong. */

@@ -21,4 +21,4 @@ export {
 } from './certificates.js';
 export { ensureClusterSecret, CLUSTER_SECRET_FILE } from './cluster-secret.js';
 export { NODE_PROCESS_FLAGS, V8_POOL_SIZE_DEFAULT, localNodeFlags, nodeProcessArgs, v8PoolSize } from './node-process.js';
-export { idleHelperThreads, platformThreads, threadStartTime, uvPoolSize, type HelperThreadsOutcome, type ThreadStart } from './helper-threads.js';
+export { findHelperThreads, idleHelperThreads, idleThreads, platformThreads, threadStartTime, uvPoolSize, type HelperThreadsFound, type HelperThreadsOutcome, type ThreadStart } from './helper-threads.js';

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { addAdminCommands } from './admin-commands.js';
 import { ensureClusterSecret } from './cluster-secret.js';
 import { healthStatus } from './health.js';
-import { idleHelperThreads, type HelperThreadsOutcome } from './helper-threads.js';
+import { findHelperThreads, idleThreads, type HelperThreadsFound, type HelperThreadsOutcome } from './helper-threads.js';
 import { warmUp, type WarmUpOutcome } from './warm-up.js';
 import { nodeProcessArgs } from './node-process.js';
 import { LOG_FORMATS, nodeLogFormatter, prettyLogsFor, type LogFormat } from './pretty-logs.js';
@@ -49,16 +49,17 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
     throw error;
   }
   mkdirSync(config.dataDir, { recursive: true });
-  // Before the node opens its storage (LevelDB starts a thread of its own).
-  const helpers: HelperThreadsOutcome | null = config.idleHelperThreads ? await idleHelperThreads() : null;
-  // After the helper threads are found (the warm-up's LevelDB starts threads), before the
-  // node's own storage and listeners.
+  // V8's helper threads, found before anything starts threads of its own (the warm-up's
+  // LevelDB, the node's storage); lowered to SCHED_IDLE after the warm-up, which needs them
+  // at their priority to compile (helper-threads.ts).
+  const helperThreads: HelperThreadsFound | null = config.idleHelperThreads ? await findHelperThreads() : null;
   const logger = createLogger(config);
   if (config.warmUp) {
     const warmed: WarmUpOutcome = await warmUp({ dir: join(config.dataDir, 'warm-up') });
     if (warmed.kind === 'warmed') logger.info({ ms: warmed.ms, cpuMs: warmed.cpuMs }, 'warmed up before serving');
     else logger.warn({ reason: warmed.reason, ms: warmed.ms }, 'warm-up skipped');
   }
+  const helpers: HelperThreadsOutcome | null = helperThreads === null ? null : await idleThreads(helperThreads);
   let running;
   try {
     running = await startNode(config, { logger });

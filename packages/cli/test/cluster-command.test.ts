@@ -4,7 +4,7 @@
  */
 import { CLI_MAIN, freePort, localNodeFlags } from '@quorumq/cli';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -93,10 +93,43 @@ function bannerNodes(lines: string[]): Array<{ grpc: string | undefined; peers: 
   return nodes.map((l) => ({ grpc: /grpc (\S+)/.exec(l)?.[1], peers: /peers (\S+)/.exec(l)?.[1], metrics: /metrics (\S+)/.exec(l)?.[1] }));
 }
 
-it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on ports that follow --base-port, as the banner says; each node warms up first', async () => {
+const SCHED_IDLE = 5;
+
+/** The cluster's node processes: for each, how many of its threads run at SCHED_IDLE, and whether its main thread does. */
+function nodeThreadPolicies(clusterPid: number): Array<{ idle: number; mainIdle: boolean }> {
+  const children = readFileSync(`/proc/${clusterPid}/task/${clusterPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  return children.map((pid) => {
+    const policies = readdirSync(`/proc/${pid}/task`).map((tid) => {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      return { tid, policy: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[41 - 3]) };
+    });
+    return { idle: policies.filter((t) => t.policy === SCHED_IDLE).length, mainIdle: policies.some((t) => t.tid === pid && t.policy === SCHED_IDLE) };
+  });
+}
+
+it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on ports that follow --base-port, as the banner says; each node warms up first, its helper threads at their priority', async () => {
   const base = await freeBasePort();
   // As `npm start` runs it: with the warm-up (warm-up.ts), which every node reports before it serves.
-  const { lines } = startCluster(['--base-port', String(base)], [], {});
+  const { lines, pid } = startCluster(['--base-port', String(base)], [], {});
+  // While the nodes warm up, V8's helper threads keep their priority (they compile the
+  // warm-up's code); they go to SCHED_IDLE after it (helper-threads.ts). Samples from up to
+  // a second before the first node says it warmed up are surely from during the warm-ups.
+  const samples: Array<{ at: number; nodes: Array<{ idle: number; mainIdle: boolean }> }> = [];
+  let firstWarmedAt = 0;
+  const deadline = Date.now() + 50_000;
+  while (firstWarmedAt === 0 && Date.now() < deadline) {
+    try {
+      samples.push({ at: Date.now(), nodes: nodeThreadPolicies(pid) });
+    } catch {
+      // a node process starting or a thread ending between the listing and the read
+    }
+    if (lines.some((l) => l.includes('"msg":"warmed up before serving"'))) firstWarmedAt = Date.now();
+    else if (lines.some((l) => l.startsWith(EXITED))) throw new Error(`the cluster exited; output:\n${lines.join('\n')}`);
+    else await new Promise((r) => setTimeout(r, 50));
+  }
+  const warming = samples.filter((sample) => sample.at < firstWarmedAt - 1000 && sample.nodes.length === NODES);
+  expect(warming.length).toBeGreaterThan(0);
+  for (const sample of warming) expect(sample.nodes.map((node) => node.idle)).toEqual([0, 0, 0]);
   const expected = Array.from({ length: NODES }, (_, i) => ({
     grpc: `127.0.0.1:${base + i}`,
     peers: `127.0.0.1:${base + 1000 + i}`,
@@ -120,6 +153,11 @@ it('serves the peers (base + 1000 + i) and the metrics (base + 2100 + i) on port
   expect(warmed.map((w) => w.node).sort()).toEqual(['n1', 'n2', 'n3']);
   for (const w of warmed) expect(w.cpuMs).toBeGreaterThan(0);
   expect(lines.filter((l) => l.includes('warm-up skipped'))).toEqual([]);
+  // Serving, each node's V8 helper threads are idle, its main thread is not.
+  for (const node of nodeThreadPolicies(pid)) {
+    expect(node.mainIdle).toBe(false);
+    expect(node.idle).toBeGreaterThan(0);
+  }
   const logLines = lines.slice(lines.findIndex((l) => l.startsWith('Ctrl-C')) + 1);
   for (const line of logLines.filter((l) => !l.startsWith('stderr: '))) expect(() => JSON.parse(line), line).not.toThrow();
 }, 60_000);

@@ -76,6 +76,31 @@ describe.runIf(process.platform === 'linux')('in a fresh node process', () => {
     for (const reader of readers) expect(reader.policy).toBe(SCHED_OTHER);
   });
 
+  it('finding the threads changes none; lowering them later (after a warm-up) lowers exactly those found', () => {
+    const script = `
+      import { readdirSync, readFileSync } from 'node:fs';
+      const { findHelperThreads, idleThreads } = await import(${JSON.stringify(MODULE)});
+      function policy(t) { const s = readFileSync('/proc/self/task/' + t + '/stat', 'utf8'); return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[41 - 3]); }
+      const policies = () => Object.fromEntries(readdirSync('/proc/self/task').map((t) => [t, policy(t)]));
+      const found = await findHelperThreads(process.env);
+      const afterFind = policies();
+      const outcome = await idleThreads(found);
+      process.stdout.write(JSON.stringify({ found, afterFind, outcome, afterIdle: policies() }));
+    `;
+    const { found, afterFind, outcome, afterIdle } = JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })) as {
+      found: { kind: string; tids: number[] };
+      afterFind: Record<string, number>;
+      outcome: { kind: string; threads: number };
+      afterIdle: Record<string, number>;
+    };
+    expect(found.kind).toBe('found');
+    expect(found.tids.length).toBeGreaterThanOrEqual(4);
+    expect(Object.values(afterFind).every((policy) => policy === SCHED_OTHER)).toBe(true);
+    expect(outcome).toEqual({ kind: 'idle', threads: found.tids.length });
+    const idle = Object.entries(afterIdle).filter(([, policy]) => policy === SCHED_IDLE).map(([tid]) => Number(tid));
+    expect(idle.sort()).toEqual([...found.tids].sort());
+  });
+
   it('without chrt, says so and changes no thread', () => {
     const { outcome, threads } = inFreshNode({ PATH: '/nonexistent' });
     expect(outcome).toEqual({ kind: 'unchanged', reason: 'chrt (util-linux) is not installed' });
