@@ -36,7 +36,7 @@ function integer(value: string): number {
 async function runNode(options: { config?: string; join?: boolean }): Promise<void> {
   // Loaded here, not at the top: `quorumq health` (a container healthcheck every few
   // seconds) then starts without loading the whole node.
-  const { ConfigError, createLogger, loadConfig, startNode } = await import('@quorumq/server');
+  const { ConfigError, createLogger, loadConfig, routeGrpcLogs, startNode } = await import('@quorumq/server');
   let config;
   try {
     // --join is the `join` setting (QUORUMQ_JOIN=true): it wins over the file and the environment.
@@ -54,6 +54,7 @@ async function runNode(options: { config?: string; join?: boolean }): Promise<vo
   // at their priority to compile (helper-threads.ts).
   const helperThreads: HelperThreadsFound | null = config.idleHelperThreads ? await findHelperThreads() : null;
   const logger = createLogger(config);
+  routeGrpcLogs(logger);
   if (config.warmUp) {
     const warmed: WarmUpOutcome = await warmUp({ dir: join(config.dataDir, 'warm-up') });
     if (warmed.kind === 'warmed') logger.info({ ms: warmed.ms, cpuMs: warmed.cpuMs }, 'warmed up before serving');
