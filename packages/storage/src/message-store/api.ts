@@ -78,7 +78,8 @@ export interface MessageStoreApi {
   /**
    * Empties the read-ahead cache if nothing was read through it since the previous call;
    * returns the bytes it dropped. Also drops the handle table's pages that hold no live
-   * record now. A node calls it every few seconds: an idle store keeps no cache.
+   * record now, and the spare write chunks if nothing was put since the previous call. A
+   * node calls it every few seconds: an idle store keeps no cache.
    */
   dropCacheIfUnused(): number;
   /** Flushes and closes. Not durable unless `sync()` resolved first. */

@@ -15,6 +15,9 @@ import { assert } from '../assert.js';
 
 export const CHUNK_BYTES = 1024 * 1024;
 
+/** Written chunks kept for the next ones (see PendingWrites.spare). */
+export const SPARE_CHUNKS_MAX = 4;
+
 class WriteChunk {
   /** Bytes of `buf` holding frames. */
   used = 0;
@@ -50,10 +53,39 @@ export class PendingWrites {
   /** Bytes put and not yet taken. */
   private untaken = 0;
   private inFlight: WriteBatch | null = null;
+  /**
+   * Buffers of chunks written to the end, for the next chunks. A chunk lives from its first
+   * frame until its last is written, often across a few of V8's young-generation
+   * collections, so a new 1 MiB buffer per chunk was promoted and then freed only by a full
+   * collection; V8 starts one after 64 MB of such external memory. Nothing refers to a
+   * written chunk's bytes: `find` serves only unwritten frames and the store copies what it
+   * reads.
+   */
+  private spare: Buffer[] = [];
+  /** Whether a frame was put since the last `dropSpareIfIdle`. */
+  private putSinceCheck = false;
 
   /** Bytes of frames whose write has not returned yet. */
   get bytes(): number {
     return this.unwritten;
+  }
+
+  /** Bytes of the spare chunks kept for the next ones. */
+  get spareBytes(): number {
+    return this.spare.length * CHUNK_BYTES;
+  }
+
+  /**
+   * Drops the spare chunks if nothing was put since the previous call (the store's idle
+   * check, every few seconds: an idle store keeps no spare memory); returns the bytes dropped.
+   */
+  dropSpareIfIdle(): number {
+    const idle = !this.putSinceCheck;
+    this.putSinceCheck = false;
+    if (!idle) return 0;
+    const bytes = this.spareBytes;
+    this.spare = [];
+    return bytes;
   }
 
   /** Bytes waiting for a write to be started. */
@@ -66,11 +98,13 @@ export class PendingWrites {
    * caller before the next `take`. Frames of one segment must come in file order, back to back.
    */
   reserve(segment: number, offset: number, frameBytes: number): Uint8Array {
+    this.putSinceCheck = true;
     let chunk = this.chunks[this.chunks.length - 1];
     const fits = chunk !== undefined && chunk.segment === segment && chunk.fileEnd === offset && chunk.used + frameBytes <= chunk.buf.length;
     if (!fits) {
       assert(chunk === undefined || chunk.segment < segment || chunk.fileEnd <= offset, () => `frame at ${segment}:${offset} is not after the last one`);
-      chunk = new WriteChunk(segment, offset, Buffer.allocUnsafeSlow(Math.max(CHUNK_BYTES, frameBytes)));
+      const buf = frameBytes <= CHUNK_BYTES ? this.spare.pop() : undefined;
+      chunk = new WriteChunk(segment, offset, buf ?? Buffer.allocUnsafeSlow(Math.max(CHUNK_BYTES, frameBytes)));
       this.chunks.push(chunk);
     }
     assert(chunk !== undefined, 'no chunk');
@@ -139,7 +173,11 @@ export class PendingWrites {
     this.unwritten -= batch.bytes;
     // A chunk is done once written to the end, unless frames can still be added to it.
     const last = this.chunks[this.chunks.length - 1];
-    this.chunks = this.chunks.filter((chunk) => chunk.written < chunk.used || (chunk === last && chunk.used < chunk.buf.length));
+    this.chunks = this.chunks.filter((chunk) => {
+      const keep = chunk.written < chunk.used || (chunk === last && chunk.used < chunk.buf.length);
+      if (!keep && chunk.buf.length === CHUNK_BYTES && this.spare.length < SPARE_CHUNKS_MAX) this.spare.push(chunk.buf);
+      return keep;
+    });
   }
 
   /** The batch from `take` failed: its bytes stay here, and the next `take` offers them first. */

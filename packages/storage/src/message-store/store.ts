@@ -709,7 +709,7 @@ export class MessageStore implements MessageStoreApi {
 
   dropCacheIfUnused(): number {
     this.handles.trim();
-    return this.reader.dropCacheIfUnused();
+    return this.reader.dropCacheIfUnused() + this.pending.dropSpareIfIdle();
   }
 
   stats(): MessageStoreStats {
