@@ -173,11 +173,12 @@ export class PendingWrites {
     this.unwritten -= batch.bytes;
     // A chunk is done once written to the end, unless frames can still be added to it.
     const last = this.chunks[this.chunks.length - 1];
-    this.chunks = this.chunks.filter((chunk) => {
-      const keep = chunk.written < chunk.used || (chunk === last && chunk.used < chunk.buf.length);
-      if (!keep && chunk.buf.length === CHUNK_BYTES && this.spare.length < SPARE_CHUNKS_MAX) this.spare.push(chunk.buf);
-      return keep;
-    });
+    const kept: WriteChunk[] = [];
+    for (const chunk of this.chunks) {
+      if (chunk.written < chunk.used || (chunk === last && chunk.used < chunk.buf.length)) kept.push(chunk);
+      else if (chunk.buf.length === CHUNK_BYTES && this.spare.length < SPARE_CHUNKS_MAX) this.spare.push(chunk.buf);
+    }
+    this.chunks = kept;
   }
 
   /** The batch from `take` failed: its bytes stay here, and the next `take` offers them first. */
